@@ -1,0 +1,12 @@
+//! `exposing_method = underlay`: IPs on the bgp-nic dummy in the bgp-vrf VRF, leaked to the default BGP instance; per-bridge tables, rules and routes.
+
+use crate::backends::PendingBackend;
+use crate::plugin::{BackendRegistration, PluginContext};
+
+inventory::submit! {
+    BackendRegistration {
+        name: "underlay",
+        description: "IPs on the bgp-nic dummy in the bgp-vrf VRF, leaked to the default BGP instance; per-bridge tables, rules and routes",
+        factory: |_ctx: &PluginContext| Ok(Box::new(PendingBackend { name: "underlay" })),
+    }
+}

@@ -1,0 +1,13 @@
+//! `ovn_evpn_driver`: SB DB EVPN driver: per-VNI VRFs for router gateways annotated by networking-bgpvpn.
+
+use crate::drivers::PendingDriver;
+use crate::plugin::{DriverRegistration, PluginContext};
+
+inventory::submit! {
+    DriverRegistration {
+        name: "ovn_evpn_driver",
+        description: "SB DB EVPN driver: per-VNI VRFs for router gateways annotated by networking-bgpvpn",
+        supported_backends: &["underlay", "vrf"],
+        factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "ovn_evpn_driver" })),
+    }
+}

@@ -1,0 +1,13 @@
+//! `nb_ovn_bgp_driver`: NB DB driver: like ovn_bgp_driver, read from the Northbound database.
+
+use crate::drivers::PendingDriver;
+use crate::plugin::{DriverRegistration, PluginContext};
+
+inventory::submit! {
+    DriverRegistration {
+        name: "nb_ovn_bgp_driver",
+        description: "NB DB driver: like ovn_bgp_driver, read from the Northbound database",
+        supported_backends: &["underlay", "vrf", "ovn"],
+        factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "nb_ovn_bgp_driver" })),
+    }
+}

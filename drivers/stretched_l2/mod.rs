@@ -1,0 +1,13 @@
+//! `ovn_stretched_l2_bgp_driver`: SB DB driver: tenant subnets of every router routed via their gateway port (stretched L2).
+
+use crate::drivers::PendingDriver;
+use crate::plugin::{DriverRegistration, PluginContext};
+
+inventory::submit! {
+    DriverRegistration {
+        name: "ovn_stretched_l2_bgp_driver",
+        description: "SB DB driver: tenant subnets of every router routed via their gateway port (stretched L2)",
+        supported_backends: &["underlay"],
+        factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "ovn_stretched_l2_bgp_driver" })),
+    }
+}

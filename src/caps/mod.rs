@@ -1,0 +1,66 @@
+//! The capability layer: the only code that talks to systems outside the agent.
+//!
+//! - [`ovsdb`]: OVSDB JSON-RPC client and in-memory replica (OVN NB/SB, local Open_vSwitch).
+//! - [`netlink`]: links, addresses, rules, routes, neighbours, sysctls over one rtnetlink socket.
+//! - [`frr`]: validated FRR configuration rendered with minijinja and applied through `vtysh`.
+//! - [`ovs`]: cookie flows through `ovs-ofctl`, ports through `ovs-vsctl`.
+//!
+//! Plugins receive these as handles in [`Capabilities`]; the reconciler behind
+//! [`SystemReconciler`] is what applies a backend's [`DesiredSystem`].
+
+pub mod frr;
+pub mod netlink;
+pub mod ovs;
+pub mod ovsdb;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::system::{ChangeReport, DesiredSystem};
+
+/// Errors of the capability layer, naming the capability and the object concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum CapError {
+    #[error("{what} is not implemented yet in this build")]
+    NotImplemented { what: String },
+    #[error("{capability}: {message}")]
+    Failed {
+        capability: &'static str,
+        message: String,
+    },
+}
+
+/// Applies a desired system state: dump each object class once, diff, apply the difference.
+#[async_trait]
+pub trait SystemReconciler: Send + Sync {
+    async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError>;
+}
+
+/// A reconciler that refuses to work: used until the real one is wired in, so nothing pretends
+/// to have applied anything.
+pub struct UnavailableReconciler;
+
+#[async_trait]
+impl SystemReconciler for UnavailableReconciler {
+    async fn reconcile(&self, _desired: &DesiredSystem) -> Result<ChangeReport, CapError> {
+        Err(CapError::NotImplemented {
+            what: "the kernel/FRR/OVS reconciler".to_owned(),
+        })
+    }
+}
+
+/// Handles to the capabilities, cloned into every plugin.
+#[derive(Clone)]
+pub struct Capabilities {
+    pub reconciler: Arc<dyn SystemReconciler>,
+}
+
+impl Capabilities {
+    /// Capabilities for this build and configuration.
+    pub fn new(_config: &crate::config::AgentConfig) -> Self {
+        Self {
+            reconciler: Arc::new(UnavailableReconciler),
+        }
+    }
+}

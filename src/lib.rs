@@ -1,0 +1,20 @@
+//! ovn-bgp-agent: exposes OpenStack/OVN workloads over BGP.
+//!
+//! Layout: `src/` holds the host ([`host`], [`cli`]), the contracts ([`plugin`], [`exposure`],
+//! [`system`]), the configuration ([`config`]) and the capability layer ([`caps`]). Drivers live in
+//! `drivers/`, exposure backends in `backends/`, one folder and one cargo feature each.
+
+pub mod caps;
+pub mod cli;
+pub mod config;
+pub mod exposure;
+pub mod host;
+pub mod plugin;
+pub mod system;
+pub mod types;
+
+#[path = "../drivers/mod.rs"]
+pub mod drivers;
+
+#[path = "../backends/mod.rs"]
+pub mod backends;

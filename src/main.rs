@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    ovn_bgp_agent::cli::main()
+}

@@ -1,0 +1,173 @@
+//! The plugin host's contracts: drivers and exposure backends, registered with `inventory`.
+//!
+//! A driver watches OVSDB and answers "what must be exposed here?"; a backend answers "which kernel,
+//! FRR and OVS objects realise that?". Neither applies anything: the host hands the backend's
+//! [`DesiredSystem`] to the reconciler of the capability layer. A third party adds a plugin by
+//! writing a type that implements one trait and an `inventory::submit!` of a registration (see
+//! `examples/custom_driver.rs`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::caps::Capabilities;
+use crate::config::AgentConfig;
+use crate::exposure::ExposureSet;
+use crate::system::DesiredSystem;
+
+/// Errors a plugin reports to the host. Each carries what an operator needs to act.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("{what} is not implemented yet in this build")]
+    NotImplemented { what: String },
+    #[error("{plugin}: {message}")]
+    Failed { plugin: String, message: String },
+    #[error(transparent)]
+    Capability(#[from] crate::caps::CapError),
+}
+
+/// What the host gives a plugin: the effective configuration and the capability handles.
+#[derive(Clone)]
+pub struct PluginContext {
+    pub config: Arc<AgentConfig>,
+    pub caps: Capabilities,
+}
+
+/// How much changed since the last call to [`Driver::desired_exposures`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeScope {
+    /// Rows changed; a reconcile of the exposures is due.
+    Rows,
+    /// The replica was re-downloaded or the local chassis was re-created: reconcile everything.
+    Full,
+}
+
+/// A driver: turns its OVSDB replica into the set of exposures this chassis must have.
+#[async_trait]
+pub trait Driver: Send {
+    /// Connect to the databases, register the monitors, and return once the first complete
+    /// replica is in memory.
+    async fn start(&mut self, ctx: &PluginContext) -> Result<(), PluginError>;
+
+    /// Wait for the next change that affects exposures. Level-triggered: the host recomputes
+    /// from the replica, so coalescing many notifications into one return is correct.
+    async fn changed(&mut self) -> Result<ChangeScope, PluginError>;
+
+    /// The complete desired exposures, computed from the replica. Rows that cannot be used are
+    /// recorded in [`ExposureSet::skipped`], never abort the computation.
+    fn desired_exposures(&self) -> Result<ExposureSet, PluginError>;
+}
+
+/// An exposure backend: realises exposures as kernel, FRR and OVS objects.
+#[async_trait]
+pub trait ExposureBackend: Send {
+    /// Prepare what the backend needs before the first reconcile (routing tables file, the
+    /// router id from FRR, ...).
+    async fn start(&mut self, ctx: &PluginContext) -> Result<(), PluginError>;
+
+    /// The objects that must exist for `exposures` (plus the base configuration: VRF, NIC, FRR
+    /// leak configuration), with the scopes the reconciler owns.
+    fn desired_system(&self, exposures: &ExposureSet) -> Result<DesiredSystem, PluginError>;
+}
+
+pub type DriverFactory = fn(&PluginContext) -> Result<Box<dyn Driver>, PluginError>;
+pub type BackendFactory = fn(&PluginContext) -> Result<Box<dyn ExposureBackend>, PluginError>;
+
+/// A driver compiled into this binary, under its upstream name.
+pub struct DriverRegistration {
+    /// Upstream name, as in `[DEFAULT] driver`.
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Backend names (`[DEFAULT] exposing_method`) this driver can work with.
+    pub supported_backends: &'static [&'static str],
+    pub factory: DriverFactory,
+}
+
+/// An exposure backend compiled into this binary, under its upstream `exposing_method` name.
+pub struct BackendRegistration {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub factory: BackendFactory,
+}
+
+inventory::collect!(DriverRegistration);
+inventory::collect!(BackendRegistration);
+
+/// Drivers in this build, sorted by name.
+pub fn drivers() -> Vec<&'static DriverRegistration> {
+    let mut all: Vec<_> = inventory::iter::<DriverRegistration>.into_iter().collect();
+    all.sort_by_key(|r| r.name);
+    all
+}
+
+/// Backends in this build, sorted by name.
+pub fn backends() -> Vec<&'static BackendRegistration> {
+    let mut all: Vec<_> = inventory::iter::<BackendRegistration>.into_iter().collect();
+    all.sort_by_key(|r| r.name);
+    all
+}
+
+/// Why a configured driver/backend pair cannot run in this build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    #[error("[DEFAULT] driver = {name}: no such driver in this build; available: {available}")]
+    UnknownDriver { name: String, available: String },
+    #[error(
+        "[DEFAULT] exposing_method = {name}: no such exposure backend in this build; available: {available}"
+    )]
+    UnknownBackend { name: String, available: String },
+    #[error(
+        "driver {driver} does not support exposing_method = {backend}; it supports: {supported} \
+         (upstream silently exposes nothing for this pair)"
+    )]
+    UnsupportedPair {
+        driver: String,
+        backend: String,
+        supported: String,
+    },
+}
+
+fn join_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = names.collect();
+    if v.is_empty() {
+        "(none)".to_owned()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Pick the driver and backend named in the configuration, or say exactly why not.
+pub fn select(
+    driver: &str,
+    backend: &str,
+) -> Result<(&'static DriverRegistration, &'static BackendRegistration), SelectionError> {
+    let drivers = drivers();
+    let backends = backends();
+    let d =
+        drivers
+            .iter()
+            .find(|r| r.name == driver)
+            .ok_or_else(|| SelectionError::UnknownDriver {
+                name: driver.to_owned(),
+                available: join_names(drivers.iter().map(|r| r.name)),
+            })?;
+    let b = backends.iter().find(|r| r.name == backend).ok_or_else(|| {
+        SelectionError::UnknownBackend {
+            name: backend.to_owned(),
+            available: join_names(backends.iter().map(|r| r.name)),
+        }
+    })?;
+    if !d.supported_backends.contains(&backend) {
+        return Err(SelectionError::UnsupportedPair {
+            driver: driver.to_owned(),
+            backend: backend.to_owned(),
+            supported: join_names(
+                d.supported_backends
+                    .iter()
+                    .copied()
+                    .filter(|n| backends.iter().any(|r| r.name == *n)),
+            ),
+        });
+    }
+    Ok((d, b))
+}

@@ -1,0 +1,179 @@
+//! What a backend produces: the kernel, FRR and OVS objects that must exist on this chassis.
+//!
+//! A backend turns an [`crate::exposure::ExposureSet`] into a [`DesiredSystem`]. The reconciler in
+//! the capability layer ([`crate::caps`]) dumps what is really there (once per object class), diffs,
+//! and applies the minimal change, touching only what [`Ownership`] says the agent owns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{InterfaceName, MacAddr};
+
+/// Kind of a link the agent creates. The VRF and the NIC kinds are configurable because some
+/// kernels (containers, minimal builds) lack `vrf`/`dummy`: `bridge`/`ifb` stand in there.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkKind {
+    Vrf {
+        table: u32,
+    },
+    Dummy,
+    Ifb,
+    Bridge,
+    Vlan {
+        parent: InterfaceName,
+        id: u16,
+    },
+    Vxlan {
+        vni: u32,
+        local: Option<IpAddr>,
+        dstport: u16,
+    },
+    Veth {
+        peer: InterfaceName,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LinkSpec {
+    pub name: InterfaceName,
+    pub kind: LinkKind,
+    pub master: Option<InterfaceName>,
+    pub mac: Option<MacAddr>,
+    pub up: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AddressSpec {
+    pub dev: InterfaceName,
+    pub addr: IpNet,
+}
+
+/// `ip rule add to|from <prefix> table <table> priority <priority>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RuleSpec {
+    pub selector: RuleSelector,
+    pub table: u32,
+    pub priority: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleSelector {
+    To(IpNet),
+    From(IpNet),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteType {
+    Unicast,
+    Unreachable,
+}
+
+/// A route the agent owns: always `proto boot` (3), in a table the agent owns.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RouteSpec {
+    pub table: u32,
+    pub dst: IpNet,
+    pub route_type: RouteType,
+    pub via: Option<IpAddr>,
+    pub dev: Option<InterfaceName>,
+    /// `scope link` (device routes without a gateway).
+    pub scope_link: bool,
+    pub metric: Option<u32>,
+}
+
+/// Permanent neighbour entry (`ip neigh replace <ip> lladdr <mac> dev <dev> nud permanent`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NeighbourSpec {
+    pub dev: InterfaceName,
+    pub ip: IpAddr,
+    pub lladdr: MacAddr,
+}
+
+/// Proxy neighbour entry (`ip -6 neigh add proxy <ip> dev <dev>`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ProxyNeighbourSpec {
+    pub dev: InterfaceName,
+    pub ip: IpAddr,
+}
+
+/// One OpenFlow flow with the agent's cookie, as a validated match and action list.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FlowSpec {
+    pub cookie: u64,
+    pub priority: u16,
+    /// e.g. `ip,in_port=2` — built only from validated values by the backend.
+    pub matches: String,
+    /// e.g. `mod_dl_dst:aa:aa:aa:aa:aa:01,NORMAL`.
+    pub actions: String,
+}
+
+/// A flow the backend wants, before the OVS port name is resolved to an ofport. The reconciler
+/// resolves the port (waiting while its ofport is `-1` or unset) so no flow with `in_port=-1` is
+/// ever emitted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PortFlowSpec {
+    pub bridge: InterfaceName,
+    /// OVS port whose ofport goes into `in_port=`.
+    pub in_port: String,
+    pub cookie: u64,
+    pub priority: u16,
+    /// Match without the `in_port` part, e.g. `ip`.
+    pub matches: String,
+    pub actions: String,
+}
+
+/// What the reconciler may delete: everything in these scopes that is not desired goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ownership {
+    /// Devices whose host addresses (/32, /128) are the agent's (bgp-nic).
+    pub address_devices: BTreeSet<InterfaceName>,
+    /// Tables whose rules and `proto boot` routes are the agent's (per-bridge tables).
+    pub tables: BTreeSet<u32>,
+    /// Devices whose permanent neighbours and proxy neighbours are the agent's.
+    pub neighbour_devices: BTreeSet<InterfaceName>,
+    /// Bridges whose flows with these cookies are the agent's.
+    pub flow_cookies: BTreeSet<u64>,
+    /// Name prefixes of links the agent created and may delete when no longer desired
+    /// (e.g. VLAN devices `<bridge[:10]>.<vid>`); never matched by prefix alone: a link must also
+    /// be of the kind the agent creates.
+    pub link_names: BTreeSet<InterfaceName>,
+}
+
+/// The complete desired state the backend computed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredSystem {
+    pub links: BTreeSet<LinkSpec>,
+    pub addresses: BTreeSet<AddressSpec>,
+    pub rules: BTreeSet<RuleSpec>,
+    pub routes: BTreeSet<RouteSpec>,
+    pub neighbours: BTreeSet<NeighbourSpec>,
+    pub proxy_neighbours: BTreeSet<ProxyNeighbourSpec>,
+    /// `net.ipv4.conf.br-ex.proxy_arp` → `1`.
+    pub sysctls: BTreeMap<String, String>,
+    pub flows: BTreeSet<PortFlowSpec>,
+    /// FRR configuration snippets to keep applied, already rendered from validated values.
+    pub frr: Vec<String>,
+    pub ownership: Ownership,
+}
+
+/// What one reconcile changed, by object class; zero everywhere on a second run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeReport {
+    pub added: BTreeMap<String, usize>,
+    pub removed: BTreeMap<String, usize>,
+    pub errors: Vec<String>,
+}
+
+impl ChangeReport {
+    pub fn is_noop(&self) -> bool {
+        self.added.values().all(|n| *n == 0)
+            && self.removed.values().all(|n| *n == 0)
+            && self.errors.is_empty()
+    }
+}
