@@ -12,6 +12,7 @@ pub mod frr;
 pub mod netlink;
 pub mod ovs;
 pub mod ovsdb;
+pub mod process;
 
 use std::sync::Arc;
 
@@ -29,12 +30,32 @@ pub enum CapError {
         capability: &'static str,
         message: String,
     },
+    #[error("frr: {0}")]
+    Frr(#[from] frr::FrrError),
+    #[error("ovs: {0}")]
+    Ovs(#[from] ovs::OvsError),
 }
 
 /// Applies a desired system state: dump each object class once, diff, apply the difference.
 #[async_trait]
 pub trait SystemReconciler: Send + Sync {
     async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError>;
+}
+
+/// Keeps the agent's cookie flows on OVS bridges equal to `desired`; returns (added, removed).
+#[async_trait]
+pub trait FlowReconciler: Send + Sync {
+    async fn reconcile_flows(
+        &self,
+        desired: &std::collections::BTreeSet<crate::system::PortFlowSpec>,
+        owned_cookies: &std::collections::BTreeSet<u64>,
+    ) -> Result<(usize, usize), CapError>;
+}
+
+/// Keeps FRR configuration snippets applied; returns how many were (re)applied.
+#[async_trait]
+pub trait FrrConfigurator: Send + Sync {
+    async fn ensure(&self, snippets: &[String]) -> Result<usize, CapError>;
 }
 
 /// A reconciler that refuses to work: used until the real one is wired in, so nothing pretends

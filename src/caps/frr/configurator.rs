@@ -1,0 +1,191 @@
+//! Keeps a set of FRR snippets applied, cheaply.
+//!
+//! `vtysh -f` is only run when the snippets changed, when FRR restarted since the last apply, or
+//! when the last full apply is older than the re-apply interval (which also repairs a config
+//! reload or a manual `no router bgp …` that did not restart anything).
+//!
+//! Restart detection costs no process: every FRR daemon creates its `<daemon>.vty` socket anew
+//! when it starts (unlinks the old one and binds), so the identity (inode, change time) of the
+//! sockets in the vty directory changes with every daemon restart. Comparing that fingerprint is
+//! a few `stat` calls.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+
+use super::FrrError;
+use super::vtysh::Vtysh;
+use crate::caps::{CapError, FrrConfigurator};
+
+/// Identity of the running FRR daemons: vty socket name → (inode, ctime in ns).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FrrFingerprint(BTreeMap<String, (u64, i128)>);
+
+impl FrrFingerprint {
+    /// Reads the fingerprint of the daemons whose sockets are in `dir`.
+    pub async fn read(dir: &Path) -> Result<Self, FrrError> {
+        use std::os::unix::fs::MetadataExt;
+        let mut entries = tokio::fs::read_dir(dir)
+            .await
+            .map_err(|source| FrrError::SocketDir {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        let mut map = BTreeMap::new();
+        while let Some(entry) =
+            entries
+                .next_entry()
+                .await
+                .map_err(|source| FrrError::SocketDir {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".vty") {
+                continue;
+            }
+            // A socket vanishing between readdir and stat is a restart in progress: skip it,
+            // the changed set of names makes the fingerprint differ anyway.
+            if let Ok(meta) = entry.metadata().await {
+                let ctime =
+                    i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+                map.insert(name, (meta.ino(), ctime));
+            }
+        }
+        Ok(Self(map))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Applied {
+    snippets: Vec<String>,
+    fingerprint: FrrFingerprint,
+    at: Option<Instant>,
+}
+
+/// [`FrrConfigurator`] backed by `vtysh`.
+pub struct VtyshConfigurator {
+    vtysh: Vtysh,
+    full_reapply_interval: Duration,
+    applied: Mutex<Applied>,
+}
+
+impl VtyshConfigurator {
+    /// Default interval after which the snippets are re-applied even if nothing was detected.
+    pub const DEFAULT_FULL_REAPPLY: Duration = Duration::from_secs(300);
+
+    pub fn new(vtysh: Vtysh) -> Self {
+        Self::with_full_reapply_interval(vtysh, Self::DEFAULT_FULL_REAPPLY)
+    }
+
+    pub fn with_full_reapply_interval(vtysh: Vtysh, full_reapply_interval: Duration) -> Self {
+        Self {
+            vtysh,
+            full_reapply_interval,
+            applied: Mutex::new(Applied::default()),
+        }
+    }
+
+    pub fn vtysh(&self) -> &Vtysh {
+        &self.vtysh
+    }
+
+    /// Makes sure `snippets` are applied; returns how many were (re)applied (0: nothing to do).
+    pub async fn ensure_applied(&self, snippets: &[String]) -> Result<usize, FrrError> {
+        for (index, snippet) in snippets.iter().enumerate() {
+            check_snippet(index, snippet)?;
+        }
+        // Serialises concurrent callers; an async mutex, so holding it across vtysh is fine.
+        let mut applied = self.applied.lock().await;
+        let fingerprint = FrrFingerprint::read(&self.vtysh.options().vty_socket_dir).await?;
+        let fresh = applied
+            .at
+            .is_some_and(|at| at.elapsed() < self.full_reapply_interval);
+        if fresh
+            && !fingerprint.is_empty()
+            && applied.fingerprint == fingerprint
+            && applied.snippets == snippets
+        {
+            return Ok(0);
+        }
+        if snippets.is_empty() {
+            *applied = Applied {
+                snippets: Vec::new(),
+                fingerprint,
+                at: Some(Instant::now()),
+            };
+            return Ok(0);
+        }
+        if !applied.fingerprint.is_empty() && applied.fingerprint != fingerprint {
+            tracing::warn!(
+                dir = %self.vtysh.options().vty_socket_dir.display(),
+                "FRR daemons restarted since the last apply; re-applying the agent's configuration"
+            );
+        }
+        // Forget the previous state first: if this apply fails, the next call must retry.
+        *applied = Applied::default();
+        let mut config = String::new();
+        for snippet in snippets {
+            config.push_str(snippet);
+            if !snippet.ends_with('\n') {
+                config.push('\n');
+            }
+        }
+        self.vtysh.apply(&config).await?;
+        *applied = Applied {
+            snippets: snippets.to_vec(),
+            fingerprint,
+            at: Some(Instant::now()),
+        };
+        Ok(snippets.len())
+    }
+
+    /// Forces the next [`Self::ensure_applied`] to run `vtysh -f`.
+    pub async fn invalidate(&self) {
+        *self.applied.lock().await = Applied::default();
+    }
+}
+
+/// Snippets are rendered from validated values; this is the last line of defence against a
+/// snippet built some other way: only printable ASCII and newlines reach vtysh.
+fn check_snippet(index: usize, snippet: &str) -> Result<(), FrrError> {
+    if let Some(bad) = snippet
+        .chars()
+        .find(|c| !(*c == '\n' || (' '..='~').contains(c)))
+    {
+        return Err(FrrError::UnsafeSnippet {
+            index,
+            character: bad,
+        });
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl FrrConfigurator for VtyshConfigurator {
+    async fn ensure(&self, snippets: &[String]) -> Result<usize, CapError> {
+        Ok(self.ensure_applied(snippets).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_with_control_characters_are_refused() {
+        assert!(check_snippet(0, "router bgp 1\n  bgp router-id 1.2.3.4\n").is_ok());
+        assert!(check_snippet(0, "router bgp 1\r\n").is_err());
+        assert!(check_snippet(0, "router bgp 1\0").is_err());
+        assert!(check_snippet(0, "router bgp 1\x1b[A").is_err());
+        assert!(check_snippet(0, "router bgp é").is_err());
+    }
+}

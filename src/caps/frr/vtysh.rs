@@ -1,0 +1,177 @@
+//! `vtysh` as a tool: apply a configuration file, run fixed `show` queries.
+//!
+//! Configuration goes through a file in a fresh private directory (0700) with mode 0600, passed
+//! with `-f`; nothing is ever given to a shell. Queries are a closed set ([`ShowQuery`]) whose
+//! command text is built from validated names only.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::FrrError;
+use super::values::{RouterId, VrfName};
+use crate::caps::process::{Invocation, ProcessOutput};
+use crate::config::FrrSection;
+
+/// Where `vtysh` is and how long it may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VtyshOptions {
+    pub vtysh_path: PathBuf,
+    /// Directory holding the daemons' `*.vty` sockets (`--vty_socket`).
+    pub vty_socket_dir: PathBuf,
+    pub timeout: Duration,
+}
+
+impl VtyshOptions {
+    pub fn from_config(frr: &FrrSection) -> Self {
+        Self {
+            vtysh_path: PathBuf::from(&frr.vtysh_path),
+            vty_socket_dir: PathBuf::from(&frr.vty_socket_dir),
+            timeout: Duration::from_secs(frr.vtysh_timeout.max(1)),
+        }
+    }
+}
+
+/// The read-only queries the agent makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShowQuery {
+    /// `show ip bgp summary json` (router id discovery, A3).
+    IpBgpSummaryJson,
+    /// `show ip bgp json` (the default instance's IPv4 RIB).
+    IpBgpJson,
+    /// `show ip bgp vrf <vrf> json`.
+    IpBgpVrfJson(VrfName),
+    /// `show running-config`.
+    RunningConfig,
+}
+
+impl ShowQuery {
+    pub fn command(&self) -> String {
+        match self {
+            Self::IpBgpSummaryJson => "show ip bgp summary json".to_owned(),
+            Self::IpBgpJson => "show ip bgp json".to_owned(),
+            Self::IpBgpVrfJson(vrf) => format!("show ip bgp vrf {vrf} json"),
+            Self::RunningConfig => "show running-config".to_owned(),
+        }
+    }
+}
+
+/// Part of `show ip bgp summary json` the agent reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BgpSummary {
+    #[serde(rename = "ipv4Unicast")]
+    pub ipv4_unicast: Option<BgpAfiSummary>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct BgpAfiSummary {
+    #[serde(rename = "routerId")]
+    pub router_id: Option<String>,
+    #[serde(rename = "as")]
+    pub asn: Option<u32>,
+}
+
+/// Part of `show ip bgp [vrf X] json`: prefixes present in the RIB.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BgpRib {
+    #[serde(default)]
+    pub routes: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// Runs `vtysh`.
+#[derive(Debug, Clone)]
+pub struct Vtysh {
+    options: VtyshOptions,
+}
+
+impl Vtysh {
+    pub fn new(options: VtyshOptions) -> Self {
+        Self { options }
+    }
+
+    pub fn options(&self) -> &VtyshOptions {
+        &self.options
+    }
+
+    fn invocation(&self) -> Invocation {
+        Invocation::new(&self.options.vtysh_path, self.options.timeout)
+            .arg("--vty_socket")
+            .arg(self.options.vty_socket_dir.as_os_str())
+    }
+
+    async fn run(&self, inv: Invocation) -> Result<ProcessOutput, FrrError> {
+        let command = inv.display();
+        let out = inv.run().await.map_err(|source| FrrError::Run {
+            command: command.clone(),
+            source,
+        })?;
+        if !out.status.success() {
+            return Err(FrrError::VtyshFailed {
+                command,
+                status: out.status,
+                output: out.combined_output(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Applies `config` with `vtysh -f <private file>`. The file lives in a new 0700 directory
+    /// that is removed afterwards, whatever happened.
+    pub async fn apply(&self, config: &str) -> Result<(), FrrError> {
+        let dir = tempfile::Builder::new()
+            .prefix("oba-frr-")
+            .tempdir()
+            .map_err(|source| FrrError::ConfigFile { source })?;
+        let path = dir.path().join("frr-snippet.conf");
+        write_private(&path, config).map_err(|source| FrrError::ConfigFile { source })?;
+        let inv = self.invocation().arg("-f").arg(path.as_os_str());
+        let result = self.run(inv).await;
+        drop(dir);
+        result.map(|_| ())
+    }
+
+    /// Runs a query and returns its raw output.
+    pub async fn show(&self, query: &ShowQuery) -> Result<String, FrrError> {
+        let inv = self.invocation().arg("-c").arg(query.command());
+        Ok(self.run(inv).await?.stdout)
+    }
+
+    /// Runs a `... json` query and parses it.
+    pub async fn show_json<T: DeserializeOwned>(&self, query: &ShowQuery) -> Result<T, FrrError> {
+        let text = self.show(query).await?;
+        serde_json::from_str(&text).map_err(|source| FrrError::BadJson {
+            command: query.command(),
+            source,
+        })
+    }
+
+    /// The default instance's router id (`show ip bgp summary json` → `ipv4Unicast.routerId`),
+    /// used when `bgp_router_id` is not configured (A3).
+    pub async fn bgp_router_id(&self) -> Result<RouterId, FrrError> {
+        let summary: BgpSummary = self.show_json(&ShowQuery::IpBgpSummaryJson).await?;
+        let raw = summary
+            .ipv4_unicast
+            .and_then(|s| s.router_id)
+            .ok_or(FrrError::NoRouterId)?;
+        raw.parse().map_err(FrrError::Value)
+    }
+
+    /// `show running-config`.
+    pub async fn running_config(&self) -> Result<String, FrrError> {
+        self.show(&ShowQuery::RunningConfig).await
+    }
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
+}

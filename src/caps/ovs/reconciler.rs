@@ -1,0 +1,317 @@
+//! Flow reconciliation: the backend's desired [`PortFlowSpec`]s against what each bridge holds.
+//!
+//! Per call: one `ovs-vsctl` for every port's ofport, then per bridge one `dump-flows` and, only if
+//! something differs, one `ovs-ofctl add-flows` with the deletes and adds. A flow whose port has
+//! no usable ofport (`-1`, `[]`, missing, on another bridge) is deferred: reported, not emitted,
+//! and retried at the next reconcile. The last desired set is kept so that a periodic check
+//! ([`OvsFlows::spawn_flow_check`]) can reinstall flows that OVS lost (restart, `emer-reset`),
+//! and it keeps trying for as long as OVS is down.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+
+use super::OvsError;
+use super::flows::{DesiredFlow, FlowKey, batch, parse_dump};
+use super::ports::{OfportState, OvsPortName, PortTable};
+use super::tools::{OvsOptions, OvsTools};
+use crate::caps::{CapError, FlowReconciler};
+use crate::system::PortFlowSpec;
+use crate::types::InterfaceName;
+
+/// A desired flow that could not be emitted yet because of its port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeferredFlow {
+    pub bridge: InterfaceName,
+    pub port: String,
+    /// Why: the ofport state, vswitchd's error, or the port's actual bridge.
+    pub reason: String,
+}
+
+/// A desired flow refused because its text is unsafe or malformed.
+#[derive(Debug, Clone)]
+pub struct RejectedFlow {
+    pub bridge: InterfaceName,
+    pub port: String,
+    pub error: String,
+}
+
+/// What one reconcile did.
+#[derive(Debug, Clone, Default)]
+pub struct FlowReport {
+    pub added: usize,
+    pub removed: usize,
+    pub deferred: Vec<DeferredFlow>,
+    pub rejected: Vec<RejectedFlow>,
+    /// Failures that left a bridge (or all bridges, when OVSDB is unreachable) unreconciled.
+    pub errors: Vec<String>,
+}
+
+impl FlowReport {
+    pub fn is_complete(&self) -> bool {
+        self.deferred.is_empty() && self.rejected.is_empty() && self.errors.is_empty()
+    }
+
+    /// One line per problem, for logs and [`CapError`].
+    pub fn problems(&self) -> String {
+        let mut lines = Vec::new();
+        for d in &self.deferred {
+            lines.push(format!(
+                "flow on bridge {} for port {} deferred: {}",
+                d.bridge, d.port, d.reason
+            ));
+        }
+        for r in &self.rejected {
+            lines.push(format!(
+                "flow on bridge {} for port {:?} rejected: {}",
+                r.bridge, r.port, r.error
+            ));
+        }
+        lines.extend(self.errors.iter().cloned());
+        lines.join("; ")
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    last: Option<(BTreeSet<PortFlowSpec>, BTreeSet<u64>)>,
+    /// Bridges that held the agent's flows: still cleaned when no flow is desired on them.
+    bridges: BTreeSet<InterfaceName>,
+}
+
+/// Reconciles the agent's cookie flows through `ovs-ofctl`.
+pub struct OvsFlows {
+    tools: OvsTools,
+    state: Mutex<State>,
+}
+
+impl OvsFlows {
+    pub fn new(options: OvsOptions) -> Self {
+        Self {
+            tools: OvsTools::new(options),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub fn tools(&self) -> &OvsTools {
+        &self.tools
+    }
+
+    /// Makes the flows with `owned_cookies` on the concerned bridges equal to `desired`.
+    pub async fn reconcile(
+        &self,
+        desired: &BTreeSet<PortFlowSpec>,
+        owned_cookies: &BTreeSet<u64>,
+    ) -> FlowReport {
+        // An async mutex: reconciles (caller and periodic check) never interleave.
+        let mut state = self.state.lock().await;
+        state.last = Some((desired.clone(), owned_cookies.clone()));
+        let bridges: BTreeSet<InterfaceName> = desired
+            .iter()
+            .map(|f| f.bridge.clone())
+            .chain(state.bridges.iter().cloned())
+            .collect();
+        let report = self
+            .reconcile_bridges(desired, owned_cookies, &bridges)
+            .await;
+        state.bridges = desired.iter().map(|f| f.bridge.clone()).collect();
+        // A bridge whose cleanup failed stays tracked so the next run retries it.
+        for b in &bridges {
+            if report
+                .errors
+                .iter()
+                .any(|e| e.starts_with(&format!("bridge {b}:")))
+            {
+                state.bridges.insert(b.clone());
+            }
+        }
+        report
+    }
+
+    async fn reconcile_bridges(
+        &self,
+        desired: &BTreeSet<PortFlowSpec>,
+        owned_cookies: &BTreeSet<u64>,
+        bridges: &BTreeSet<InterfaceName>,
+    ) -> FlowReport {
+        let mut report = FlowReport::default();
+        if bridges.is_empty() {
+            return report;
+        }
+        let ports = if desired.is_empty() {
+            PortTable::default()
+        } else {
+            match self.tools.port_table().await {
+                Ok(p) => p,
+                Err(e) => {
+                    // Without ofports nothing can be compared; deleting now could remove flows
+                    // that are only unresolvable for the moment. Retry next time.
+                    report
+                        .errors
+                        .push(format!("cannot read OVS ports, no flow changed: {e}"));
+                    return report;
+                }
+            }
+        };
+        let mut per_bridge: BTreeMap<InterfaceName, BTreeMap<FlowKey, String>> = bridges
+            .iter()
+            .map(|b| (b.clone(), BTreeMap::new()))
+            .collect();
+        let mut cookies = owned_cookies.clone();
+        for spec in desired {
+            cookies.insert(spec.cookie);
+            match resolve(spec, &ports) {
+                Ok(Resolved::Flow(flow)) => {
+                    per_bridge
+                        .entry(spec.bridge.clone())
+                        .or_default()
+                        .insert(flow.key, flow.add_line);
+                }
+                Ok(Resolved::Deferred(reason)) => report.deferred.push(DeferredFlow {
+                    bridge: spec.bridge.clone(),
+                    port: spec.in_port.clone(),
+                    reason,
+                }),
+                Err(e) => report.rejected.push(RejectedFlow {
+                    bridge: spec.bridge.clone(),
+                    port: spec.in_port.clone(),
+                    error: e.to_string(),
+                }),
+            }
+        }
+        for (bridge, wanted) in &per_bridge {
+            match self
+                .reconcile_bridge(bridge, wanted, &cookies, owned_cookies)
+                .await
+            {
+                Ok((added, removed)) => {
+                    report.added += added;
+                    report.removed += removed;
+                }
+                Err(e) => report.errors.push(format!("bridge {bridge}: {e}")),
+            }
+        }
+        report
+    }
+
+    async fn reconcile_bridge(
+        &self,
+        bridge: &InterfaceName,
+        wanted: &BTreeMap<FlowKey, String>,
+        dump_cookies: &BTreeSet<u64>,
+        owned_cookies: &BTreeSet<u64>,
+    ) -> Result<(usize, usize), OvsError> {
+        let dump = self.tools.dump_flows(bridge).await?;
+        let present = parse_dump(&dump, dump_cookies)?;
+        // Flows of desired-but-not-owned cookies are never deleted: only owned cookies are ours.
+        let present: BTreeSet<FlowKey> = present
+            .into_iter()
+            .filter(|k| owned_cookies.contains(&k.cookie) || wanted.contains_key(k))
+            .collect();
+        let (text, added, removed) = batch(&present, wanted);
+        if added + removed == 0 {
+            return Ok((0, 0));
+        }
+        self.tools.apply_batch(bridge, &text).await?;
+        if added > 0 || removed > 0 {
+            tracing::info!(%bridge, added, removed, "reconciled OpenFlow flows");
+        }
+        Ok((added, removed))
+    }
+
+    /// Re-runs the last reconcile (if any): reinstalls flows lost to an OVS restart or
+    /// `ovs-vsctl emer-reset`, and emits flows whose ports became usable.
+    pub async fn check_now(&self) -> Option<FlowReport> {
+        let last = self.state.lock().await.last.clone();
+        let (desired, owned) = last?;
+        Some(self.reconcile(&desired, &owned).await)
+    }
+
+    /// Runs [`Self::check_now`] every `flow_check_interval` until the handle is aborted. It never
+    /// gives up: an unreachable OVS is logged and tried again at the next tick.
+    pub fn spawn_flow_check(self: Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let interval = self.tools.options().flow_check_interval;
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let Some(report) = self.check_now().await else {
+                    continue;
+                };
+                if report.added > 0 || report.removed > 0 {
+                    tracing::warn!(
+                        added = report.added,
+                        removed = report.removed,
+                        "OpenFlow flows had drifted (OVS restart or emer-reset?); repaired"
+                    );
+                }
+                if !report.is_complete() {
+                    tracing::warn!(problems = %report.problems(), "flow check incomplete; will retry");
+                }
+            }
+        })
+    }
+}
+
+enum Resolved {
+    Flow(DesiredFlow),
+    Deferred(String),
+}
+
+fn resolve(spec: &PortFlowSpec, ports: &PortTable) -> Result<Resolved, OvsError> {
+    let port = OvsPortName::new(&spec.in_port)?;
+    let Some(info) = ports.get(port.as_str()) else {
+        return Ok(Resolved::Deferred("no such interface in OVSDB".to_owned()));
+    };
+    if info.bridge.as_deref() != Some(spec.bridge.as_str()) {
+        return Ok(Resolved::Deferred(match &info.bridge {
+            Some(other) => format!("port is on bridge {other}"),
+            None => "port is not attached to any bridge".to_owned(),
+        }));
+    }
+    match info.ofport {
+        OfportState::Assigned(n) => Ok(Resolved::Flow(DesiredFlow::new(
+            spec.cookie,
+            spec.priority,
+            &spec.matches,
+            n,
+            &spec.actions,
+        )?)),
+        state => Ok(Resolved::Deferred(format!(
+            "ofport {state}{}",
+            info.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ))),
+    }
+}
+
+#[async_trait]
+impl FlowReconciler for OvsFlows {
+    /// Applies what can be applied; deferred, rejected or failed flows make the call an error
+    /// (naming each) after the rest was applied, so the caller's report shows them.
+    async fn reconcile_flows(
+        &self,
+        desired: &BTreeSet<PortFlowSpec>,
+        owned_cookies: &BTreeSet<u64>,
+    ) -> Result<(usize, usize), CapError> {
+        let report = self.reconcile(desired, owned_cookies).await;
+        if report.is_complete() {
+            Ok((report.added, report.removed))
+        } else {
+            Err(CapError::Ovs(OvsError::Incomplete {
+                summary: format!(
+                    "{} flows added, {} removed; {}",
+                    report.added,
+                    report.removed,
+                    report.problems()
+                ),
+            }))
+        }
+    }
+}
