@@ -48,6 +48,14 @@ impl FrrFingerprint {
             if !name.ends_with(".vty") {
                 continue;
             }
+            // A daemon killed hard leaves its socket behind; its pid file (FRR writes
+            // `<daemon>.pid` next to the socket by default) tells whether it still runs. A dead
+            // daemon's socket is left out, so the fingerprint changes and the next apply is tried
+            // (and fails loudly) instead of reporting "already applied".
+            let daemon = name.trim_end_matches(".vty");
+            if !daemon_alive(&dir.join(format!("{daemon}.pid"))).await {
+                continue;
+            }
             // A socket vanishing between readdir and stat is a restart in progress: skip it,
             // the changed set of names makes the fingerprint differ anyway.
             if let Ok(meta) = entry.metadata().await {
@@ -61,6 +69,17 @@ impl FrrFingerprint {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// False only when a pid file exists and names no running process.
+async fn daemon_alive(pid_file: &Path) -> bool {
+    let Ok(text) = tokio::fs::read_to_string(pid_file).await else {
+        return true;
+    };
+    match text.trim().parse::<u32>() {
+        Ok(pid) => tokio::fs::metadata(format!("/proc/{pid}")).await.is_ok(),
+        Err(_) => true,
     }
 }
 
@@ -81,6 +100,10 @@ pub struct VtyshConfigurator {
 impl VtyshConfigurator {
     /// Default interval after which the snippets are re-applied even if nothing was detected.
     pub const DEFAULT_FULL_REAPPLY: Duration = Duration::from_secs(300);
+
+    pub fn from_config(config: &crate::config::AgentConfig) -> Self {
+        Self::new(Vtysh::new(super::VtyshOptions::from_config(&config.frr)))
+    }
 
     pub fn new(vtysh: Vtysh) -> Self {
         Self::with_full_reapply_interval(vtysh, Self::DEFAULT_FULL_REAPPLY)

@@ -2,6 +2,7 @@
 //! upstream-behaviour.md §6 ([`templates`]), `vtysh` as a tool ([`vtysh`]) and a configurator that
 //! keeps snippets applied across FRR restarts ([`configurator`]).
 
+pub mod base;
 pub mod configurator;
 pub mod templates;
 pub mod values;
@@ -10,6 +11,7 @@ pub mod vtysh;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
+pub use base::{default_redistribute, leak_vrf_from_config};
 pub use configurator::{FrrFingerprint, VtyshConfigurator};
 pub use templates::{
     AddVrf, ConfigureNd, DelVrf, FrrSnippet, LeakVrf, NicRedistribute, RenderError,

@@ -115,6 +115,20 @@ impl PortTable {
         self.ports.get(name)
     }
 
+    /// Interfaces attached to `bridge` (e.g. to find its `patch-provnet-*` ports).
+    pub fn on_bridge<'a>(&'a self, bridge: &'a str) -> impl Iterator<Item = &'a PortInfo> + 'a {
+        self.ports
+            .values()
+            .filter(move |p| p.bridge.as_deref() == Some(bridge))
+    }
+
+    /// MAC of a bridge's own interface (what the MAC-tweak flows write as destination).
+    pub fn bridge_mac(&self, bridge: &str) -> Option<MacAddr> {
+        self.get(bridge)
+            .filter(|p| p.bridge.as_deref() == Some(bridge))
+            .and_then(|p| p.mac_in_use)
+    }
+
     /// Parses `ovs-vsctl --format=json` output of [`PortTable::vsctl_args`].
     pub fn parse(text: &str) -> Result<Self, OvsError> {
         let bad = |detail: String| OvsError::Parse {

@@ -95,6 +95,10 @@ impl OvsFlows {
         }
     }
 
+    pub fn from_config(config: &crate::config::AgentConfig) -> Self {
+        Self::new(OvsOptions::from_config(&config.ovs))
+    }
+
     pub fn tools(&self) -> &OvsTools {
         &self.tools
     }

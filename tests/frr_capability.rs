@@ -1,0 +1,429 @@
+//! FRR capability against real FRR: two instances (zebra + bgpd as user frr) in two network
+//! namespaces joined by a veth pair, eBGP between them. Each test owns its instances, config
+//! dirs, pid files and vty socket dirs.
+
+mod frrovs_support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use frrovs_support::{FrrNode, Netns, require, shared_tempdir, unique_tag, wait_for};
+use ovn_bgp_agent::caps::FrrConfigurator;
+use ovn_bgp_agent::caps::frr::vtysh::BgpRib;
+use ovn_bgp_agent::caps::frr::{
+    AddVrf, Asn, FrrError, FrrSnippet, LeakVrf, NicRedistribute, Redistribute, RouteDistinguisher,
+    RouteTarget, ShowQuery, Vni, Vtysh, VtyshConfigurator, VtyshOptions, default_redistribute,
+    leak_vrf_from_config,
+};
+use ovn_bgp_agent::types::InterfaceName;
+
+const CHASSIS_AS: &str = "64999";
+const PEER_AS: &str = "65000";
+
+fn vtysh_for(dir: &std::path::Path) -> Vtysh {
+    Vtysh::new(VtyshOptions {
+        vtysh_path: frrovs_support::VTYSH.into(),
+        vty_socket_dir: dir.to_path_buf(),
+        timeout: Duration::from_secs(20),
+    })
+}
+
+fn frr_conf(
+    hostname: &str,
+    asn: &str,
+    router_id: &str,
+    peer: &str,
+    peer_as: Option<&str>,
+) -> String {
+    let mut c = format!(
+        "frr defaults traditional\nhostname {hostname}\nrouter bgp {asn}\n bgp router-id {router_id}\n no bgp ebgp-requires-policy\n"
+    );
+    if let Some(peer_as) = peer_as {
+        c.push_str(&format!(
+            " neighbor {peer} remote-as {peer_as}\n neighbor {peer} timers connect 1\n neighbor {peer} advertisement-interval 0\n"
+        ));
+    }
+    c
+}
+
+/// Chassis and peer FRR, eBGP over a veth pair; the chassis netns has an ifb `bgp-nic`.
+struct Lab {
+    chassis_ns: Netns,
+    _peer_ns: Netns,
+    chassis: FrrNode,
+    peer: FrrNode,
+    _dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn start(with_peer_session: bool) -> Self {
+        require(&[
+            frrovs_support::ZEBRA,
+            frrovs_support::BGPD,
+            frrovs_support::VTYSH,
+        ]);
+        let tag = unique_tag();
+        let dir = shared_tempdir();
+        let chassis_ns = Netns::new(format!("{tag}-c"));
+        let peer_ns = Netns::new(format!("{tag}-t"));
+        let (vc, vp) = (format!("{tag}c"), format!("{tag}p"));
+        frrovs_support::run(
+            "ip",
+            &[
+                "link",
+                "add",
+                &vc,
+                "netns",
+                &chassis_ns.name,
+                "type",
+                "veth",
+                "peer",
+                &vp,
+                "netns",
+                &peer_ns.name,
+            ],
+        );
+        chassis_ns.ip(&["addr", "add", "100.64.0.1/30", "dev", &vc]);
+        peer_ns.ip(&["addr", "add", "100.64.0.2/30", "dev", &vp]);
+        chassis_ns.ip(&["link", "set", &vc, "up"]);
+        peer_ns.ip(&["link", "set", &vp, "up"]);
+        chassis_ns.ip(&["link", "add", "bgp-nic", "type", "ifb"]);
+        chassis_ns.ip(&["link", "set", "bgp-nic", "up"]);
+        let peer_as = with_peer_session.then_some(PEER_AS);
+        let chassis = FrrNode::start(
+            &chassis_ns,
+            dir.path().join("chassis"),
+            &frr_conf("chassis", CHASSIS_AS, "100.64.0.1", "100.64.0.2", peer_as),
+        );
+        let peer = FrrNode::start(
+            &peer_ns,
+            dir.path().join("peer"),
+            &frr_conf(
+                "peer",
+                PEER_AS,
+                "100.64.0.2",
+                "100.64.0.1",
+                with_peer_session.then_some(CHASSIS_AS),
+            ),
+        );
+        Self {
+            chassis_ns,
+            _peer_ns: peer_ns,
+            chassis,
+            peer,
+            _dir: dir,
+        }
+    }
+
+    fn configurator(&self) -> VtyshConfigurator {
+        VtyshConfigurator::new(vtysh_for(&self.chassis.dir))
+    }
+}
+
+fn asn() -> Asn {
+    CHASSIS_AS.parse().unwrap()
+}
+
+fn bgp_vrf() -> InterfaceName {
+    InterfaceName::new("bgp-vrf").unwrap()
+}
+
+fn leak(router_id: &str) -> LeakVrf {
+    LeakVrf {
+        bgp_as: asn(),
+        vrf_name: bgp_vrf(),
+        router_id: router_id.parse().unwrap(),
+        redistribute: [Redistribute::Connected].into(),
+    }
+}
+
+fn nic_redistribute() -> NicRedistribute {
+    NicRedistribute {
+        bgp_as: asn(),
+        nic: InterfaceName::new("bgp-nic").unwrap(),
+        redistribute: [Redistribute::Connected].into(),
+    }
+}
+
+/// Normalised running-config: lines trimmed, so nesting is compared by order only.
+fn config_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// `needles` appear in `haystack` in this order (not necessarily adjacent).
+fn in_order(haystack: &[String], needles: &[&str]) -> bool {
+    let mut it = haystack.iter();
+    needles.iter().all(|n| it.any(|h| h == n))
+}
+
+fn assert_leak_applied(running: &str, router_id: &str) {
+    let lines = config_lines(running);
+    assert!(
+        in_order(
+            &lines,
+            &[
+                "router bgp 64999",
+                "address-family ipv4 unicast",
+                "import vrf bgp-vrf",
+                "exit-address-family",
+                "address-family ipv6 unicast",
+                "import vrf bgp-vrf",
+            ]
+        ),
+        "{running}"
+    );
+    assert!(
+        in_order(
+            &lines,
+            &[
+                "router bgp 64999 vrf bgp-vrf",
+                &format!("bgp router-id {router_id}"),
+                "address-family ipv4 unicast",
+                "redistribute connected",
+                "exit-address-family",
+                "address-family ipv6 unicast",
+                "redistribute connected",
+            ]
+        ),
+        "{running}"
+    );
+}
+
+fn peer_routes(peer: &Vtysh) -> Option<Vec<String>> {
+    let rt = tokio::runtime::Handle::current();
+    let rib: BgpRib =
+        tokio::task::block_in_place(|| rt.block_on(peer.show_json(&ShowQuery::IpBgpJson))).ok()?;
+    Some(rib.routes.keys().cloned().collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nic_address_is_learned_by_the_peer_and_withdrawn() {
+    let lab = Lab::start(true);
+    let chassis_vtysh = vtysh_for(&lab.chassis.dir);
+    let peer_vtysh = vtysh_for(&lab.peer.dir);
+
+    // A3: router id discovered from FRR when bgp_router_id is unset.
+    let router_id = chassis_vtysh.bgp_router_id().await.unwrap();
+    assert_eq!(router_id.to_string(), "100.64.0.1");
+
+    // The same through the config path: `bgp_router_id` unset → FRR's router id.
+    let config = ovn_bgp_agent::config::AgentConfig::default();
+    assert_eq!(config.default.bgp_router_id, None);
+    let leak_from_config = leak_vrf_from_config(
+        &config.default,
+        default_redistribute(&config.default),
+        &chassis_vtysh,
+    )
+    .await
+    .unwrap();
+    assert_eq!(leak_from_config, leak(&router_id.to_string()));
+
+    let configurator = lab.configurator();
+    let snippets = vec![
+        leak_from_config.render().unwrap(),
+        nic_redistribute().render().unwrap(),
+    ];
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 2);
+    // Accepted by real vtysh although the kernel has no VRF named bgp-vrf.
+    assert_leak_applied(&lab.chassis.running_config(), "100.64.0.1");
+    // Idempotent and cheap: nothing changed, FRR did not restart → no vtysh run.
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 0);
+
+    lab.chassis_ns
+        .ip(&["addr", "add", "192.0.2.10/32", "dev", "bgp-nic"]);
+    wait_for("peer learns 192.0.2.10/32", Duration::from_secs(30), || {
+        peer_routes(&peer_vtysh)?
+            .contains(&"192.0.2.10/32".to_owned())
+            .then_some(())
+    });
+    // Only the NIC's addresses are exported, not the transfer network.
+    assert!(
+        !peer_routes(&peer_vtysh)
+            .unwrap()
+            .contains(&"100.64.0.0/30".to_owned())
+    );
+
+    lab.chassis_ns
+        .ip(&["addr", "del", "192.0.2.10/32", "dev", "bgp-nic"]);
+    wait_for(
+        "peer withdraws 192.0.2.10/32",
+        Duration::from_secs(30),
+        || (!peer_routes(&peer_vtysh)?.contains(&"192.0.2.10/32".to_owned())).then_some(()),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frr_restart_is_detected_and_config_reapplied() {
+    let mut lab = Lab::start(false);
+    let configurator = lab.configurator();
+    let snippets = vec![leak("172.24.4.1").render().unwrap()];
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 1);
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 0);
+    assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
+
+    // A4: FRR killed and started again from its own config: the agent's part is gone...
+    lab.chassis.restart();
+    assert!(
+        !lab.chassis.running_config().contains("import vrf bgp-vrf"),
+        "restart should have wiped the applied config"
+    );
+    // ...and the very next ensure (the 15 s FRR loop) notices and re-applies.
+    let start = Instant::now();
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 1);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 0);
+
+    // FRR down: an error naming vtysh, and once it is back the config is applied again.
+    lab.chassis.kill();
+    // The stale sockets left by SIGKILL do not fool the check (the pid files name dead
+    // processes): the apply is attempted and vtysh's failure is reported.
+    let err = configurator.ensure(&snippets).await.unwrap_err();
+    assert!(err.to_string().contains("vtysh"), "{err}");
+    lab.chassis.restart();
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 1);
+    assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
+    drop(lab.peer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evpn_vrf_template_is_accepted_by_vtysh() {
+    let lab = Lab::start(false);
+    let vni = Vni::new(1001).unwrap();
+    let add = AddVrf {
+        bgp_as: asn(),
+        vrf_name: AddVrf::default_vrf_name(vni),
+        vni,
+        rd: RouteDistinguisher::explicit_or_vtep(None, Some("10.0.0.1".parse().unwrap()), vni)
+            .unwrap(),
+        route_targets: vec!["64999:1001".parse::<RouteTarget>().unwrap()],
+        export_targets: vec![],
+        import_targets: vec![],
+        redistribute: [Redistribute::Kernel, Redistribute::Connected].into(),
+    };
+    let configurator = lab.configurator();
+    assert_eq!(
+        configurator.ensure(&[add.render().unwrap()]).await.unwrap(),
+        1
+    );
+    let running = lab.chassis.running_config();
+    let lines = config_lines(&running);
+    assert!(
+        in_order(
+            &lines,
+            &[
+                "vrf vrf-1001",
+                "vni 1001",
+                "router bgp 64999 vrf vrf-1001",
+                "address-family l2vpn evpn",
+                "rd 10.0.0.1:1001"
+            ]
+        ),
+        "{running}"
+    );
+    assert!(
+        running.contains("route-target import 64999:1001"),
+        "{running}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_values_are_rejected_and_nothing_is_applied() {
+    let lab = Lab::start(false);
+    let before = lab.chassis.running_config();
+
+    // Values that could carry commands or are out of range never become template input.
+    assert!(InterfaceName::new("bgp-nic\nno router bgp 64999").is_err());
+    assert!(InterfaceName::new("bgp-nic;reboot").is_err());
+    assert!(InterfaceName::new("0123456789abcdef").is_err());
+    assert!(Vni::new(0).is_err());
+    assert!(Vni::new(16_777_216).is_err());
+    assert!("None:1001".parse::<RouteDistinguisher>().is_err());
+    assert!(
+        "64999:1001\nno router bgp 64999"
+            .parse::<RouteTarget>()
+            .is_err()
+    );
+    assert!("64999 \n".parse::<Asn>().is_err());
+    // Upstream's `rd None:<vni>`: no RD and no VTEP is a typed error, not a rendering.
+    assert!(RouteDistinguisher::explicit_or_vtep(None, None, Vni::new(5).unwrap()).is_err());
+
+    // A snippet smuggling a control character is refused before vtysh runs.
+    let configurator = lab.configurator();
+    let err = configurator
+        .ensure_applied(&["router bgp 64999\r\n no bgp default ipv4-unicast\n".to_owned()])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FrrError::UnsafeSnippet { .. }), "{err}");
+    assert_eq!(lab.chassis.running_config(), before);
+
+    // vtysh's own complaint and exit status are carried in the error.
+    let err = configurator
+        .ensure_applied(&["router bgp 64999\n  this is not a command\n".to_owned()])
+        .await
+        .unwrap_err();
+    match &err {
+        FrrError::VtyshFailed {
+            output,
+            status,
+            command,
+        } => {
+            assert!(output.contains("Unknown command"), "{err}");
+            assert!(!status.success());
+            assert!(command.contains("--vty_socket"), "{command}");
+        }
+        other => panic!("expected VtyshFailed, got {other}"),
+    }
+    // A failed apply is retried next time, not remembered as applied.
+    assert!(
+        configurator
+            .ensure_applied(&["router bgp 64999\n  this is not a command\n".to_owned()])
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_vtysh_is_killed_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker: PathBuf = dir.path().join("sleeper.pid");
+    let fake = dir.path().join("vtysh");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nsleep 60 &\necho $! > {}\nwait\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let vty_dir = dir.path().join("vty");
+    std::fs::create_dir(&vty_dir).unwrap();
+    let configurator = VtyshConfigurator::new(Vtysh::new(VtyshOptions {
+        vtysh_path: fake,
+        vty_socket_dir: vty_dir,
+        timeout: Duration::from_secs(1),
+    }));
+    let start = Instant::now();
+    let err = configurator
+        .ensure_applied(&[leak("172.24.4.1").render().unwrap()])
+        .await
+        .unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(err.to_string().contains("did not finish within"), "{err}");
+    // The script's own child was killed with it (process group), not left running.
+    let pid = std::fs::read_to_string(&marker).unwrap();
+    wait_for("sleeper killed", Duration::from_secs(5), || {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z")).then_some(())
+    });
+}
