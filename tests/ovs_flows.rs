@@ -311,3 +311,30 @@ async fn hostile_port_names_never_reach_ovs_ofctl() {
     }
     assert_eq!(node.flows("br-ex", "cookie=999/-1").len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_ovs_ofctl_refuses_does_not_block_the_others() {
+    let node = OvsNode::start(&unique_tag());
+    node.provider_bridges();
+    let mac = node.mac_in_use("br-ex");
+    let flows = OvsFlows::new(options(&node));
+    let mut desired = mac_tweak(PATCH, &mac);
+    // Passes the character check but is no MAC: only ovs-ofctl can tell.
+    desired.insert(PortFlowSpec {
+        bridge: InterfaceName::new("br-ex").unwrap(),
+        in_port: PATCH.to_owned(),
+        cookie: COOKIE,
+        priority: 901,
+        matches: "ip".to_owned(),
+        actions: "mod_dl_dst:zz,NORMAL".to_owned(),
+    });
+    let report = flows.reconcile(&desired, &owned()).await;
+    assert_eq!(report.added, 2, "{}", report.problems());
+    assert_eq!(report.rejected.len(), 1, "{}", report.problems());
+    assert!(
+        report.rejected[0].error.contains("invalid mac address"),
+        "{}",
+        report.problems()
+    );
+    assert_eq!(node.flows("br-ex", "cookie=999/-1").len(), 2);
+}

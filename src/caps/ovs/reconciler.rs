@@ -30,11 +30,13 @@ pub struct DeferredFlow {
     pub reason: String,
 }
 
-/// A desired flow refused because its text is unsafe or malformed.
+/// A desired flow refused: its text is unsafe, or ovs-ofctl could not parse it.
 #[derive(Debug, Clone)]
 pub struct RejectedFlow {
     pub bridge: InterfaceName,
     pub port: String,
+    /// The flow as the backend gave it (match / actions) or as sent to ovs-ofctl.
+    pub flow: String,
     pub error: String,
 }
 
@@ -47,6 +49,8 @@ pub struct FlowReport {
     pub rejected: Vec<RejectedFlow>,
     /// Failures that left a bridge (or all bridges, when OVSDB is unreachable) unreconciled.
     pub errors: Vec<String>,
+    /// Bridges whose dump or apply failed.
+    pub failed_bridges: BTreeSet<InterfaceName>,
 }
 
 impl FlowReport {
@@ -65,8 +69,8 @@ impl FlowReport {
         }
         for r in &self.rejected {
             lines.push(format!(
-                "flow on bridge {} for port {:?} rejected: {}",
-                r.bridge, r.port, r.error
+                "flow on bridge {} for port {:?} rejected ({}): {}",
+                r.bridge, r.port, r.flow, r.error
             ));
         }
         lines.extend(self.errors.iter().cloned());
@@ -121,16 +125,12 @@ impl OvsFlows {
             .reconcile_bridges(desired, owned_cookies, &bridges)
             .await;
         state.bridges = desired.iter().map(|f| f.bridge.clone()).collect();
-        // A bridge whose cleanup failed stays tracked so the next run retries it.
-        for b in &bridges {
-            if report
-                .errors
-                .iter()
-                .any(|e| e.starts_with(&format!("bridge {b}:")))
-            {
-                state.bridges.insert(b.clone());
-            }
+        // A bridge whose cleanup failed stays tracked so the next run retries it; so do all of
+        // them when the port table could not be read (nothing was compared).
+        if !report.errors.is_empty() && report.failed_bridges.is_empty() {
+            state.bridges.extend(bridges.iter().cloned());
         }
+        state.bridges.extend(report.failed_bridges.iter().cloned());
         report
     }
 
@@ -181,6 +181,10 @@ impl OvsFlows {
                 Err(e) => report.rejected.push(RejectedFlow {
                     bridge: spec.bridge.clone(),
                     port: spec.in_port.clone(),
+                    flow: format!(
+                        "priority={},{} actions={}",
+                        spec.priority, spec.matches, spec.actions
+                    ),
                     error: e.to_string(),
                 }),
             }
@@ -190,11 +194,22 @@ impl OvsFlows {
                 .reconcile_bridge(bridge, wanted, &cookies, owned_cookies)
                 .await
             {
-                Ok((added, removed)) => {
-                    report.added += added;
-                    report.removed += removed;
+                Ok(outcome) => {
+                    report.added += outcome.added;
+                    report.removed += outcome.removed;
+                    for (line, error) in outcome.dropped {
+                        report.rejected.push(RejectedFlow {
+                            bridge: bridge.clone(),
+                            port: String::new(),
+                            flow: line,
+                            error,
+                        });
+                    }
                 }
-                Err(e) => report.errors.push(format!("bridge {bridge}: {e}")),
+                Err(e) => {
+                    report.failed_bridges.insert(bridge.clone());
+                    report.errors.push(format!("bridge {bridge}: {e}"));
+                }
             }
         }
         report
@@ -206,23 +221,37 @@ impl OvsFlows {
         wanted: &BTreeMap<FlowKey, String>,
         dump_cookies: &BTreeSet<u64>,
         owned_cookies: &BTreeSet<u64>,
-    ) -> Result<(usize, usize), OvsError> {
-        let dump = self.tools.dump_flows(bridge).await?;
+    ) -> Result<BridgeOutcome, OvsError> {
+        // One cookie (the usual case): let the switch filter, so a big bridge costs little.
+        let filter = match dump_cookies.iter().collect::<Vec<_>>().as_slice() {
+            [only] => Some(format!("cookie={only:#x}/-1")),
+            _ => None,
+        };
+        let dump = self.tools.dump_flows(bridge, filter.as_deref()).await?;
         let present = parse_dump(&dump, dump_cookies)?;
         // Flows of desired-but-not-owned cookies are never deleted: only owned cookies are ours.
         let present: BTreeSet<FlowKey> = present
             .into_iter()
             .filter(|k| owned_cookies.contains(&k.cookie) || wanted.contains_key(k))
             .collect();
-        let (text, added, removed) = batch(&present, wanted);
+        let (text, mut added, mut removed) = batch(&present, wanted);
         if added + removed == 0 {
-            return Ok((0, 0));
+            return Ok(BridgeOutcome::default());
         }
-        self.tools.apply_batch(bridge, &text).await?;
-        if added > 0 || removed > 0 {
-            tracing::info!(%bridge, added, removed, "reconciled OpenFlow flows");
+        let dropped = self.tools.apply_batch(bridge, &text).await?;
+        for (line, _) in &dropped {
+            if line.starts_with("add ") {
+                added -= 1;
+            } else {
+                removed -= 1;
+            }
         }
-        Ok((added, removed))
+        tracing::info!(%bridge, added, removed, "reconciled OpenFlow flows");
+        Ok(BridgeOutcome {
+            added,
+            removed,
+            dropped,
+        })
     }
 
     /// Re-runs the last reconcile (if any): reinstalls flows lost to an OVS restart or
@@ -259,6 +288,14 @@ impl OvsFlows {
             }
         })
     }
+}
+
+#[derive(Debug, Default)]
+struct BridgeOutcome {
+    added: usize,
+    removed: usize,
+    /// Batch lines ovs-ofctl refused, with its message.
+    dropped: Vec<(String, String)>,
 }
 
 enum Resolved {

@@ -91,19 +91,27 @@ impl OvsTools {
         PortTable::parse(&out.stdout)
     }
 
-    /// `ovs-ofctl dump-flows <bridge>` (no stats, numeric ports), OpenFlow 1.0 then 1.3.
-    pub async fn dump_flows(&self, bridge: &InterfaceName) -> Result<String, OvsError> {
+    /// `ovs-ofctl dump-flows <bridge> [<filter>]` (no stats, numeric ports), OpenFlow 1.0 then
+    /// 1.3. `filter` is built by the caller from numbers only (e.g. `cookie=0x3e7/-1`).
+    pub async fn dump_flows(
+        &self,
+        bridge: &InterfaceName,
+        filter: Option<&str>,
+    ) -> Result<String, OvsError> {
         let mut last = None;
         for proto in DUMP_PROTOCOLS {
             let mut inv = self.invocation(&self.options.ofctl_path);
             if let Some(p) = proto {
                 inv = inv.arg("-O").arg(*p);
             }
-            let inv = inv
+            let mut inv = inv
                 .arg("--no-names")
                 .arg("--no-stats")
                 .arg("dump-flows")
                 .arg(bridge.as_str());
+            if let Some(f) = filter {
+                inv = inv.arg(f);
+            }
             match Self::run(inv).await {
                 Ok(out) => return Ok(out.stdout),
                 Err(e) => last = Some(e),
@@ -115,7 +123,38 @@ impl OvsTools {
     /// Applies an `add-flows` batch (lines starting with `add` / `delete_strict`) read from
     /// stdin: one process for the whole batch. Tries an atomic `--bundle` (OpenFlow 1.4+) first,
     /// then plain OpenFlow 1.0, then 1.3.
-    pub async fn apply_batch(&self, bridge: &InterfaceName, batch: &str) -> Result<(), OvsError> {
+    ///
+    /// A line ovs-ofctl cannot parse (it names it as `-:<n>:`) is dropped and the rest is applied
+    /// again, so one malformed flow does not block every other flow of the bridge. Returns the
+    /// dropped lines with ovs-ofctl's complaint.
+    pub async fn apply_batch(
+        &self,
+        bridge: &InterfaceName,
+        batch: &str,
+    ) -> Result<Vec<(String, String)>, OvsError> {
+        const MAX_DROPPED: usize = 32;
+        let mut lines: Vec<&str> = batch.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut dropped = Vec::new();
+        while !lines.is_empty() {
+            let mut text = lines.join("\n");
+            text.push('\n');
+            let err = match self.apply_once(bridge, &text).await {
+                Ok(()) => return Ok(dropped),
+                Err(e) => e,
+            };
+            match bad_line(&err) {
+                Some(n) if n >= 1 && n <= lines.len() && dropped.len() < MAX_DROPPED => {
+                    let line = lines.remove(n - 1);
+                    tracing::warn!(%bridge, flow = line, error = %err, "ovs-ofctl rejected a flow; applying the others");
+                    dropped.push((line.to_owned(), err.to_string()));
+                }
+                _ => return Err(err),
+            }
+        }
+        Ok(dropped)
+    }
+
+    async fn apply_once(&self, bridge: &InterfaceName, batch: &str) -> Result<(), OvsError> {
         let attempts: [&[&str]; 3] = [&["--bundle"], &[], &["-O", "OpenFlow13"]];
         let mut last = None;
         for extra in attempts {
@@ -130,6 +169,8 @@ impl OvsTools {
                 .stdin(batch.as_bytes().to_vec());
             match Self::run(inv).await {
                 Ok(_) => return Ok(()),
+                // A parse error is the same under every protocol: no point retrying.
+                Err(e) if bad_line(&e).is_some() => return Err(e),
                 Err(e) => {
                     tracing::debug!(bridge = %bridge, error = %e, "ovs-ofctl add-flows attempt failed");
                     last = Some(e)
@@ -138,4 +179,19 @@ impl OvsTools {
         }
         Err(last.expect("at least one attempt is made"))
     }
+}
+
+/// The 1-based stdin line ovs-ofctl complains about (`ovs-ofctl: -:3: invalid mac address zz`).
+fn bad_line(err: &OvsError) -> Option<usize> {
+    let OvsError::Failed { output, .. } = err else {
+        return None;
+    };
+    output.lines().find_map(|l| {
+        let rest = &l[l.find("-:")? + 2..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if digits.is_empty() || !rest[digits.len()..].starts_with(':') {
+            return None;
+        }
+        digits.parse().ok()
+    })
 }
