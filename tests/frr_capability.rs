@@ -48,10 +48,11 @@ fn frr_conf(
 
 /// Chassis and peer FRR, eBGP over a veth pair; the chassis netns has an ifb `bgp-nic`.
 struct Lab {
-    chassis_ns: Netns,
-    _peer_ns: Netns,
+    // Drop order = declaration order: daemons first, then their netns, then their files.
     chassis: FrrNode,
     peer: FrrNode,
+    chassis_ns: Netns,
+    _peer_ns: Netns,
     _dir: tempfile::TempDir,
 }
 
@@ -107,10 +108,10 @@ impl Lab {
             ),
         );
         Self {
-            chassis_ns,
-            _peer_ns: peer_ns,
             chassis,
             peer,
+            chassis_ns,
+            _peer_ns: peer_ns,
             _dir: dir,
         }
     }
@@ -286,7 +287,6 @@ async fn frr_restart_is_detected_and_config_reapplied() {
     lab.chassis.restart();
     assert_eq!(configurator.ensure(&snippets).await.unwrap(), 1);
     assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
-    drop(lab.peer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -234,10 +234,11 @@ pub const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 /// ovsdb-server + ovs-vswitchd (userspace datapath) with all state in a temp dir; vswitchd runs
 /// in its own network namespace so its bridges' tap devices never appear on the host.
 pub struct OvsNode {
-    pub dir: tempfile::TempDir,
-    pub netns: Netns,
-    ovsdb: Daemon,
+    // Drop order = declaration order: daemons first, then their netns, then their files.
     vswitchd: Option<Daemon>,
+    ovsdb: Daemon,
+    pub netns: Netns,
+    pub dir: tempfile::TempDir,
 }
 
 impl OvsNode {
@@ -274,10 +275,10 @@ impl OvsNode {
             sock.exists().then_some(())
         });
         let mut node = Self {
-            dir,
-            netns,
-            ovsdb,
             vswitchd: None,
+            ovsdb,
+            netns,
+            dir,
         };
         node.vsctl(&["--no-wait", "init"]);
         node.start_vswitchd();
