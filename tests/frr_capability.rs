@@ -221,6 +221,15 @@ async fn nic_address_is_learned_by_the_peer_and_withdrawn() {
     .await
     .unwrap();
     assert_eq!(leak_from_config, leak(&router_id.to_string()));
+    // Golden: upstream's LEAK_VRF text without the blank lines its Jinja tags left.
+    assert_eq!(
+        leak_from_config.render().unwrap(),
+        "router bgp 64999\n  address-family ipv4 unicast\n    import vrf bgp-vrf\n  exit-address-family\n\n  \
+         address-family ipv6 unicast\n    import vrf bgp-vrf\n  exit-address-family\n\n\
+         router bgp 64999 vrf bgp-vrf\n  bgp router-id 100.64.0.1\n  address-family ipv4 unicast\n    \
+         redistribute connected\n  exit-address-family\n\n  address-family ipv6 unicast\n    \
+         redistribute connected\n  exit-address-family\n\n"
+    );
 
     let configurator = lab.configurator();
     let snippets = vec![
