@@ -11,9 +11,9 @@ use frrovs_support::{FrrNode, Netns, require, shared_tempdir, unique_tag, wait_f
 use ovn_bgp_agent::caps::FrrConfigurator;
 use ovn_bgp_agent::caps::frr::vtysh::BgpRib;
 use ovn_bgp_agent::caps::frr::{
-    AddVrf, Asn, FrrError, FrrSnippet, LeakVrf, NicRedistribute, Redistribute, RouteDistinguisher,
-    RouteTarget, ShowQuery, Vni, Vtysh, VtyshConfigurator, VtyshOptions, default_redistribute,
-    leak_vrf_from_config,
+    AddVrf, Asn, DelVrf, FrrError, FrrSnippet, LeakVrf, NicRedistribute, Redistribute,
+    RouteDistinguisher, RouteTarget, ShowQuery, Vni, Vtysh, VtyshConfigurator, VtyshOptions,
+    default_redistribute, leak_vrf_from_config,
 };
 use ovn_bgp_agent::types::InterfaceName;
 
@@ -337,6 +337,16 @@ async fn evpn_vrf_template_is_accepted_by_vtysh() {
         running.contains("route-target import 64999:1001"),
         "{running}"
     );
+
+    // DEL_VRF removes it; removing again is a no-op, not vtysh's "Can't find BGP instance".
+    let del = DelVrf::new(asn(), AddVrf::default_vrf_name(vni))
+        .render()
+        .unwrap();
+    assert_eq!(configurator.ensure(&[]).await.unwrap(), 0);
+    assert!(configurator.remove(&del).await.unwrap() >= 2);
+    let running = lab.chassis.running_config();
+    assert!(!running.contains("vrf-1001"), "{running}");
+    assert_eq!(configurator.remove(&del).await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

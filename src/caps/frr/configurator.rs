@@ -171,10 +171,45 @@ impl VtyshConfigurator {
         Ok(snippets.len())
     }
 
+    /// Applies a removal snippet (`no …` lines, e.g. [`super::DelVrf`]) once. Only the lines
+    /// whose object is in the running configuration are sent: FRR fails a `no router bgp … vrf X`
+    /// for an instance that is already gone ("Can't find BGP instance"), so removing twice must
+    /// not be an error. Returns how many lines were applied.
+    pub async fn remove(&self, removal: &str) -> Result<usize, FrrError> {
+        check_snippet(0, removal)?;
+        let _serialised = self.applied.lock().await;
+        let running = self.vtysh.running_config().await?;
+        let pending = existing_removals(removal, &running);
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let mut text = pending.join("\n");
+        text.push('\n');
+        self.vtysh.apply(&text).await?;
+        Ok(pending.len())
+    }
+
     /// Forces the next [`Self::ensure_applied`] to run `vtysh -f`.
     pub async fn invalidate(&self) {
         *self.applied.lock().await = Applied::default();
     }
+}
+
+/// The `no X` lines of `removal` whose `X` heads a line of the running configuration (exactly,
+/// or followed by more words such as `interface veth-1 vrf vrf-1`).
+fn existing_removals(removal: &str, running: &str) -> Vec<String> {
+    let present: Vec<&str> = running.lines().map(str::trim).collect();
+    removal
+        .lines()
+        .map(str::trim)
+        .filter_map(|line| {
+            let object = line.strip_prefix("no ")?;
+            present
+                .iter()
+                .any(|p| *p == object || p.starts_with(&format!("{object} ")))
+                .then(|| line.to_owned())
+        })
+        .collect()
 }
 
 /// Snippets are rendered from validated values; this is the last line of defence against a
@@ -202,6 +237,23 @@ impl FrrConfigurator for VtyshConfigurator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removals_keep_only_existing_objects() {
+        let removal =
+            "no vrf vrf-1001\nno interface veth-vrf-1001\nno router bgp 64999 vrf vrf-1001\n\n";
+        let running = "!\nvrf vrf-1001\n vni 1001\nexit-vrf\n!\nrouter bgp 64999\nexit\n";
+        assert_eq!(existing_removals(removal, running), ["no vrf vrf-1001"]);
+        let running = "router bgp 64999 vrf vrf-1001\ninterface veth-vrf-1001 vrf vrf-1001\n";
+        assert_eq!(
+            existing_removals(removal, running),
+            [
+                "no interface veth-vrf-1001",
+                "no router bgp 64999 vrf vrf-1001"
+            ]
+        );
+        assert!(existing_removals(removal, "router bgp 64999 vrf vrf-10010\n").is_empty());
+    }
 
     #[test]
     fn snippets_with_control_characters_are_refused() {
