@@ -4,7 +4,9 @@
 //! configured run directory is passed that way: one setting serves both tools, and bridge names
 //! stay plain arguments (validated [`InterfaceName`]s).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::OvsError;
@@ -46,11 +48,22 @@ const DUMP_PROTOCOLS: &[Option<&str>] = &[None, Some("OpenFlow13")];
 #[derive(Debug, Clone)]
 pub struct OvsTools {
     options: OvsOptions,
+    /// Per bridge, the `add-flows` variant that worked last ([`APPLY_VARIANTS`] index), tried
+    /// first next time so a bridge without OpenFlow 1.4 does not cost a failing `--bundle` run
+    /// on every change. A std mutex: never held across an await.
+    preferred_variant: Arc<Mutex<HashMap<String, usize>>>,
 }
+
+/// `add-flows` variants, in order of preference: atomic bundle (OpenFlow 1.4+), OpenFlow 1.0,
+/// OpenFlow 1.3.
+const APPLY_VARIANTS: [&[&str]; 3] = [&["--bundle"], &[], &["-O", "OpenFlow13"]];
 
 impl OvsTools {
     pub fn new(options: OvsOptions) -> Self {
-        Self { options }
+        Self {
+            options,
+            preferred_variant: Arc::default(),
+        }
     }
 
     pub fn options(&self) -> &OvsOptions {
@@ -155,11 +168,17 @@ impl OvsTools {
     }
 
     async fn apply_once(&self, bridge: &InterfaceName, batch: &str) -> Result<(), OvsError> {
-        let attempts: [&[&str]; 3] = [&["--bundle"], &[], &["-O", "OpenFlow13"]];
+        let preferred = self
+            .preferred_variant
+            .lock()
+            .map(|m| m.get(bridge.as_str()).copied().unwrap_or(0))
+            .unwrap_or(0);
+        let order =
+            std::iter::once(preferred).chain((0..APPLY_VARIANTS.len()).filter(|i| *i != preferred));
         let mut last = None;
-        for extra in attempts {
+        for variant in order {
             let mut inv = self.invocation(&self.options.ofctl_path);
-            for a in extra {
+            for a in APPLY_VARIANTS[variant] {
                 inv = inv.arg(*a);
             }
             let inv = inv
@@ -168,7 +187,12 @@ impl OvsTools {
                 .arg("-")
                 .stdin(batch.as_bytes().to_vec());
             match Self::run(inv).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    if let Ok(mut m) = self.preferred_variant.lock() {
+                        m.insert(bridge.as_str().to_owned(), variant);
+                    }
+                    return Ok(());
+                }
                 // A parse error is the same under every protocol: no point retrying.
                 Err(e) if bad_line(&e).is_some() => return Err(e),
                 Err(e) => {
@@ -194,4 +218,35 @@ fn bad_line(err: &OvsError) -> Option<usize> {
         }
         digits.parse().ok()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(output: &str) -> OvsError {
+        use std::os::unix::process::ExitStatusExt;
+        OvsError::Failed {
+            command: "ovs-ofctl add-flows br-ex -".to_owned(),
+            status: std::process::ExitStatus::from_raw(256),
+            output: output.to_owned(),
+        }
+    }
+
+    #[test]
+    fn finds_the_line_ovs_ofctl_rejected() {
+        assert_eq!(
+            bad_line(&failed(
+                "2026-12-02T14:44:52Z|00001|ofp_match|INFO|x\novs-ofctl: -:3: invalid mac address zz"
+            )),
+            Some(3)
+        );
+        assert_eq!(
+            bad_line(&failed(
+                "ovs-ofctl: br-ex: failed to connect to socket (Protocol error)"
+            )),
+            None
+        );
+        assert_eq!(bad_line(&failed("version 0x05 -:x: y")), None);
+    }
 }
