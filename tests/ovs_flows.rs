@@ -338,3 +338,40 @@ async fn a_flow_ovs_ofctl_refuses_does_not_block_the_others() {
     );
     assert_eq!(node.flows("br-ex", "cookie=999/-1").len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_ovs_renders_differently_is_learned_not_churned() {
+    let node = OvsNode::start(&unique_tag());
+    node.provider_bridges();
+    let flows = OvsFlows::new(options(&node));
+    // OVS shows `ip,nw_proto=6` as `tcp`: without learning that, every reconcile would delete
+    // and re-add the flow.
+    let desired: BTreeSet<PortFlowSpec> = [PortFlowSpec {
+        bridge: InterfaceName::new("br-ex").unwrap(),
+        in_port: PATCH.to_owned(),
+        cookie: COOKIE,
+        priority: 800,
+        matches: "ip,nw_proto=6".to_owned(),
+        actions: "NORMAL".to_owned(),
+    }]
+    .into();
+    let report = flows.reconcile(&desired, &owned()).await;
+    assert_eq!((report.added, report.removed), (1, 0));
+    assert_eq!(report.non_canonical.len(), 1, "{report:?}");
+    for _ in 0..2 {
+        let report = flows.reconcile(&desired, &owned()).await;
+        assert!(report.is_complete(), "{}", report.problems());
+        assert_eq!((report.added, report.removed), (0, 0), "no churn");
+    }
+    let ofport = node.ofport(PATCH);
+    assert_eq!(
+        node.flows("br-ex", "cookie=999/-1"),
+        [format!(
+            "cookie=0x3e7, priority=800,tcp,in_port={ofport} actions=NORMAL"
+        )]
+    );
+    // The learned rendering is still deleted when the flow is no longer desired.
+    let report = flows.reconcile(&BTreeSet::new(), &owned()).await;
+    assert_eq!(report.removed, 1);
+    assert!(node.flows("br-ex", "cookie=999/-1").is_empty());
+}

@@ -82,6 +82,35 @@ fn split_top_level(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// One match field in the form `dump-flows` prints it, for the spellings a backend is likely to
+/// use: `dl_type=0x0800` is `ip`, host prefixes lose their `/32`, addresses under a mask are
+/// truncated to the network (OVS prints `nw_dst=10.0.0.0/24` for `10.0.0.5/24`).
+fn normalize_match(token: &str) -> String {
+    let t = token.to_ascii_lowercase();
+    let Some((key, value)) = t.split_once('=') else {
+        return t;
+    };
+    let key = match key {
+        "ip_src" => "nw_src",
+        "ip_dst" => "nw_dst",
+        k => k,
+    };
+    match key {
+        "dl_type" => match value {
+            "0x0800" | "0x800" => "ip".to_owned(),
+            "0x86dd" => "ipv6".to_owned(),
+            "0x0806" | "0x806" => "arp".to_owned(),
+            _ => format!("{key}={value}"),
+        },
+        "nw_src" | "nw_dst" | "ipv6_src" | "ipv6_dst" => match value.parse::<ipnet::IpNet>() {
+            Ok(net) if net.prefix_len() == net.max_prefix_len() => format!("{key}={}", net.addr()),
+            Ok(net) => format!("{key}={}", net.trunc()),
+            Err(_) => format!("{key}={value}"),
+        },
+        _ => format!("{key}={value}"),
+    }
+}
+
 fn normalize_action(action: &str) -> String {
     let a = action.to_ascii_lowercase();
     if let Some((value, field)) = a
@@ -135,7 +164,7 @@ impl FlowKey {
                     why: "cookie, priority, in_port, table and actions are set by the reconciler",
                 });
             }
-            set.insert(m.to_ascii_lowercase());
+            set.insert(normalize_match(m));
         }
         set.insert(format!("in_port={in_port}"));
         let actions: Vec<String> = split_top_level(actions)
@@ -200,7 +229,7 @@ impl FlowKey {
                 ("priority", Some(v)) => key.priority = v.parse().map_err(|_| bad("priority"))?,
                 (k, _) if STATS.contains(&k) || FLAGS.contains(&k) => {}
                 _ => {
-                    key.matches.insert(token.to_ascii_lowercase());
+                    key.matches.insert(normalize_match(token));
                 }
             }
         }
@@ -387,6 +416,24 @@ mod tests {
         let all: BTreeSet<FlowKey> = desired.keys().cloned().collect();
         let (text, added, removed) = batch(&all, &desired);
         assert_eq!((text.as_str(), added, removed), ("", 0, 0));
+    }
+
+    #[test]
+    fn common_spellings_compare_equal_to_the_dump() {
+        let desired = FlowKey::desired(
+            999,
+            1000,
+            "dl_type=0x0800,ip_dst=10.0.0.5/24,nw_src=172.24.100.10/32",
+            3,
+            "mod_dl_dst:AA:AA:AA:AA:AA:01,output=4",
+        )
+        .unwrap();
+        let dumped = FlowKey::parse_dump_line(
+            " cookie=0x3e7, priority=1000,ip,in_port=3,nw_src=172.24.100.10,nw_dst=10.0.0.0/24 actions=mod_dl_dst:aa:aa:aa:aa:aa:01,output:4",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(desired, dumped);
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct FlowReport {
     pub errors: Vec<String>,
     /// Bridges whose dump or apply failed.
     pub failed_bridges: BTreeSet<InterfaceName>,
+    /// Desired flows OVS renders differently from how the backend wrote them (a warning: the
+    /// reconciler learns the rendering so it does not delete and re-add them every time).
+    pub non_canonical: Vec<String>,
 }
 
 impl FlowReport {
@@ -83,6 +86,8 @@ struct State {
     last: Option<(BTreeSet<PortFlowSpec>, BTreeSet<u64>)>,
     /// Bridges that held the agent's flows: still cleaned when no flow is desired on them.
     bridges: BTreeSet<InterfaceName>,
+    /// Per bridge: desired key → the key OVS shows for it, where they differ.
+    aliases: BTreeMap<InterfaceName, BTreeMap<FlowKey, FlowKey>>,
 }
 
 /// Reconciles the agent's cookie flows through `ovs-ofctl`.
@@ -122,7 +127,7 @@ impl OvsFlows {
             .chain(state.bridges.iter().cloned())
             .collect();
         let report = self
-            .reconcile_bridges(desired, owned_cookies, &bridges)
+            .reconcile_bridges(desired, owned_cookies, &bridges, &mut state.aliases)
             .await;
         state.bridges = desired.iter().map(|f| f.bridge.clone()).collect();
         // A bridge whose cleanup failed stays tracked so the next run retries it; so do all of
@@ -139,6 +144,7 @@ impl OvsFlows {
         desired: &BTreeSet<PortFlowSpec>,
         owned_cookies: &BTreeSet<u64>,
         bridges: &BTreeSet<InterfaceName>,
+        aliases: &mut BTreeMap<InterfaceName, BTreeMap<FlowKey, FlowKey>>,
     ) -> FlowReport {
         let mut report = FlowReport::default();
         if bridges.is_empty() {
@@ -191,12 +197,19 @@ impl OvsFlows {
         }
         for (bridge, wanted) in &per_bridge {
             match self
-                .reconcile_bridge(bridge, wanted, &cookies, owned_cookies)
+                .reconcile_bridge(
+                    bridge,
+                    wanted,
+                    &cookies,
+                    owned_cookies,
+                    aliases.entry(bridge.clone()).or_default(),
+                )
                 .await
             {
                 Ok(outcome) => {
                     report.added += outcome.added;
                     report.removed += outcome.removed;
+                    report.non_canonical.extend(outcome.non_canonical);
                     for (line, error) in outcome.dropped {
                         report.rejected.push(RejectedFlow {
                             bridge: bridge.clone(),
@@ -221,19 +234,31 @@ impl OvsFlows {
         wanted: &BTreeMap<FlowKey, String>,
         dump_cookies: &BTreeSet<u64>,
         owned_cookies: &BTreeSet<u64>,
+        aliases: &mut BTreeMap<FlowKey, FlowKey>,
     ) -> Result<BridgeOutcome, OvsError> {
         // One cookie (the usual case): let the switch filter, so a big bridge costs little.
         let filter = match dump_cookies.iter().collect::<Vec<_>>().as_slice() {
             [only] => Some(format!("cookie={only:#x}/-1")),
             _ => None,
         };
-        let dump = self.tools.dump_flows(bridge, filter.as_deref()).await?;
-        let present = parse_dump(&dump, dump_cookies)?;
-        // Flows of desired-but-not-owned cookies are never deleted: only owned cookies are ours.
-        let present: BTreeSet<FlowKey> = present
-            .into_iter()
-            .filter(|k| owned_cookies.contains(&k.cookie) || wanted.contains_key(k))
+        aliases.retain(|desired, _| wanted.contains_key(desired));
+        let as_desired: BTreeMap<FlowKey, FlowKey> = aliases
+            .iter()
+            .map(|(d, o)| (o.clone(), d.clone()))
             .collect();
+        let translate = |raw: &BTreeSet<FlowKey>| -> BTreeSet<FlowKey> {
+            raw.iter()
+                .map(|k| as_desired.get(k).unwrap_or(k).clone())
+                // Flows of desired-but-not-owned cookies are never deleted: only owned cookies
+                // are ours.
+                .filter(|k| owned_cookies.contains(&k.cookie) || wanted.contains_key(k))
+                .collect()
+        };
+        let raw_before = parse_dump(
+            &self.tools.dump_flows(bridge, filter.as_deref()).await?,
+            dump_cookies,
+        )?;
+        let present = translate(&raw_before);
         let (text, mut added, mut removed) = batch(&present, wanted);
         if added + removed == 0 {
             return Ok(BridgeOutcome::default());
@@ -247,10 +272,55 @@ impl OvsFlows {
             }
         }
         tracing::info!(%bridge, added, removed, "reconciled OpenFlow flows");
+        let mut non_canonical = Vec::new();
+        if added > 0 {
+            // Did every added flow show up as written? One more dump, only when flows were added.
+            let raw_after = parse_dump(
+                &self.tools.dump_flows(bridge, filter.as_deref()).await?,
+                dump_cookies,
+            )?;
+            let after = translate(&raw_after);
+            let dropped_lines: BTreeSet<&str> = dropped.iter().map(|(l, _)| l.as_str()).collect();
+            let mut new_strays: Vec<&FlowKey> = raw_after
+                .iter()
+                .filter(|k| {
+                    !raw_before.contains(k)
+                        && !wanted.contains_key(k)
+                        && !as_desired.contains_key(k)
+                })
+                .collect();
+            for (key, line) in wanted {
+                if after.contains(key) || dropped_lines.contains(line.as_str()) {
+                    continue;
+                }
+                let same_slot = |k: &&FlowKey| {
+                    k.cookie == key.cookie && k.table == key.table && k.priority == key.priority
+                };
+                let candidates: Vec<usize> = new_strays
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, k)| same_slot(k))
+                    .map(|(i, _)| i)
+                    .collect();
+                let message = if let [only] = candidates.as_slice() {
+                    let observed = new_strays.remove(*only).clone();
+                    let m = format!("bridge {bridge}: `{line}` is shown by OVS as `{observed}`");
+                    aliases.insert(key.clone(), observed);
+                    m
+                } else {
+                    format!(
+                        "bridge {bridge}: `{line}` does not appear in the flow table as written"
+                    )
+                };
+                tracing::warn!("{message}; the backend should write the canonical form");
+                non_canonical.push(message);
+            }
+        }
         Ok(BridgeOutcome {
             added,
             removed,
             dropped,
+            non_canonical,
         })
     }
 
@@ -296,6 +366,7 @@ struct BridgeOutcome {
     removed: usize,
     /// Batch lines ovs-ofctl refused, with its message.
     dropped: Vec<(String, String)>,
+    non_canonical: Vec<String>,
 }
 
 enum Resolved {
