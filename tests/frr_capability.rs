@@ -410,16 +410,13 @@ async fn hung_vtysh_is_killed_at_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let marker: PathBuf = dir.path().join("sleeper.pid");
     let fake = dir.path().join("vtysh");
-    std::fs::write(
+    frrovs_support::write_executable(
         &fake,
-        format!(
+        &format!(
             "#!/bin/sh\nsleep 60 &\necho $! > {}\nwait\n",
             marker.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let vty_dir = dir.path().join("vty");
     std::fs::create_dir(&vty_dir).unwrap();
     let configurator = VtyshConfigurator::new(Vtysh::new(VtyshOptions {

@@ -265,17 +265,14 @@ async fn hostile_port_names_never_reach_ovs_ofctl() {
     // tool, so the test can prove what reached it.
     let log = node.rundir().join("ofctl.log");
     let wrapper = node.rundir().join("ovs-ofctl-wrapper");
-    std::fs::write(
+    frrovs_support::write_executable(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\necho \"ARGS $*\" >> {log}\nif [ \"$3\" = - ] || [ \"$4\" = - ] || [ \"$5\" = - ]; then tee -a {log} | {real} \"$@\"; else exec {real} \"$@\"; fi\n",
             log = log.display(),
             real = frrovs_support::OVS_OFCTL
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let mut opts = options(&node);
     opts.ofctl_path = wrapper;
     let flows = OvsFlows::new(opts);

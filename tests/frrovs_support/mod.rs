@@ -126,6 +126,31 @@ impl Drop for Daemon {
     }
 }
 
+/// Writes an executable script. The write happens in a child process: a file this (heavily
+/// multi-threaded) test process held open for writing could leak into a sibling test's fork and
+/// make exec fail with ETXTBSY.
+pub fn write_executable(path: &Path, content: &str) {
+    use std::io::Write;
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg("cat > \"$0\" && chmod 755 \"$0\"")
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("cannot run /bin/sh");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(content.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "writing {}",
+        path.display()
+    );
+}
+
 /// A temporary directory readable by other users (FRR drops to user `frr`).
 pub fn shared_tempdir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;

@@ -4,12 +4,12 @@
 //! with `-f`; nothing is ever given to a shell. Queries are a closed set ([`ShowQuery`]) whose
 //! command text is built from validated names only.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use tokio::io::AsyncWriteExt;
 
 use super::FrrError;
 use super::values::{RouterId, VrfName};
@@ -121,12 +121,16 @@ impl Vtysh {
     /// Applies `config` with `vtysh -f <private file>`. The file lives in a new 0700 directory
     /// that is removed afterwards, whatever happened.
     pub async fn apply(&self, config: &str) -> Result<(), FrrError> {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
             .prefix("oba-frr-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|source| FrrError::ConfigFile { source })?;
         let path = dir.path().join("frr-snippet.conf");
-        write_private(&path, config).map_err(|source| FrrError::ConfigFile { source })?;
+        write_private(&path, config)
+            .await
+            .map_err(|source| FrrError::ConfigFile { source })?;
         let inv = self.invocation().arg("-f").arg(path.as_os_str());
         let result = self.run(inv).await;
         drop(dir);
@@ -165,13 +169,77 @@ impl Vtysh {
     }
 }
 
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
+/// Creates `path` with mode 0600 (never follows or reuses an existing file) and writes `text`.
+async fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let mut f = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()
+        .open(path)
+        .await?;
+    f.write_all(text.as_bytes()).await?;
+    f.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in vtysh that records its arguments, the mode of the file and directory it is
+    /// given and the file's content: proves the argument vector and the private file.
+    #[tokio::test]
+    async fn apply_passes_a_private_file_with_f() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let fake = dir.path().join("vtysh");
+        let script = format!(
+            "#!/bin/sh\n{{ echo \"$1|$2|$3\"; stat -c %a \"$4\" \"$(dirname \"$4\")\"; cat \"$4\"; }} > {}\n",
+            log.display()
+        );
+        // Written by a child process: a script file held open for writing by this
+        // multi-threaded test process could leak into a sibling test's fork and make the exec
+        // fail with ETXTBSY.
+        let written = Invocation::new("/bin/sh", Duration::from_secs(5))
+            .arg("-c")
+            .arg("cat > \"$0\" && chmod 755 \"$0\"")
+            .arg(fake.as_os_str())
+            .stdin(script.into_bytes())
+            .run()
+            .await
+            .unwrap();
+        assert!(written.status.success());
+        let vtysh = Vtysh::new(VtyshOptions {
+            vtysh_path: fake,
+            vty_socket_dir: "/run/frr-test/".into(),
+            timeout: Duration::from_secs(5),
+        });
+        vtysh.apply("router bgp 64999\n").await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "--vty_socket|/run/frr-test/|-f\n600\n700\nrouter bgp 64999\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn failure_carries_status_and_output() {
+        let vtysh = Vtysh::new(VtyshOptions {
+            vtysh_path: "/bin/sh".into(),
+            vty_socket_dir: "/nonexistent".into(),
+            timeout: Duration::from_secs(5),
+        });
+        // `sh --vty_socket …` fails with sh's own complaint: stands in for vtysh's.
+        let err = vtysh.running_config().await.unwrap_err();
+        match err {
+            FrrError::VtyshFailed {
+                command,
+                status,
+                output,
+            } => {
+                assert!(command.contains("-c show running-config"), "{command}");
+                assert!(!status.success());
+                assert!(!output.is_empty());
+            }
+            other => panic!("{other}"),
+        }
+    }
 }
