@@ -82,30 +82,64 @@ fn sources(cli: &Cli) -> ConfigSources {
     ConfigSources {
         config_files: cli.config_file.clone(),
         config_dirs: cli.config_dir.clone(),
+        // As upstream: with no --config-file/--config-dir, oslo's default locations.
+        oslo_default_search: true,
     }
 }
 
+/// `check-config`: the effective configuration, one `[section] key = value  (source)` line per
+/// option; warnings on stderr; failure on a bad value or a driver/backend this build cannot run.
 fn check_config(cli: &Cli) -> ExitCode {
-    match config::load::load(&sources(cli)) {
-        Ok(loaded) => {
-            for w in &loaded.warnings {
-                eprintln!("warning: {w}");
-            }
-            if let Err(e) = plugin::select(
-                &loaded.config.default.driver,
-                &loaded.config.default.exposing_method,
-            ) {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-            println!("{:#?}", loaded.config);
-            ExitCode::SUCCESS
-        }
+    let loaded = match config::load::load(&sources(cli)) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
+        }
+    };
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    print!("{}", effective_config_listing(&loaded));
+    if let Err(e) = plugin::select(
+        &loaded.config.default.driver,
+        &loaded.config.default.exposing_method,
+    ) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The `check-config` listing.
+pub fn effective_config_listing(loaded: &config::LoadedConfig) -> String {
+    let mut out = String::new();
+    if loaded.files.is_empty() {
+        out.push_str("# no configuration file read\n");
+    } else {
+        out.push_str("# files read, later overriding earlier:\n");
+        for f in &loaded.files {
+            out.push_str(&format!("#   {}\n", f.display()));
         }
     }
+    for p in &loaded.provenance {
+        out.push_str(&format!(
+            "[{}] {} = {}  ({})\n",
+            p.section, p.key, p.value, p.origin
+        ));
+    }
+    if !loaded.no_effect.is_empty() {
+        out.push_str(
+            "# accepted for compatibility, no effect (oslo.log, oslo.privsep, oslo.concurrency):\n",
+        );
+        for n in &loaded.no_effect {
+            out.push_str(&format!(
+                "[{}] {} = {}  ({}; no effect)\n",
+                n.section, n.key, n.value, n.origin
+            ));
+        }
+    }
+    out
 }
 
 fn init_logging(format: LogFormat, debug: bool) {

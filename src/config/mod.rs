@@ -2,13 +2,18 @@
 //! defaults as `ovn_bgp_agent/config.py`), plus the paths and device kinds upstream hard-codes,
 //! in sections of their own (`[frr]`, `[ovs]`, `[linux]`).
 //!
-//! Loading (INI via figment with oslo semantics, TOML, environment) lives in [`load`].
+//! Loading (INI via figment with oslo semantics, TOML, environment) lives in [`load`]; the
+//! option table with types and meanings in [`schema`]; oslo's INI dialect in [`ini`]; one
+//! source as a figment provider in [`layer`]. `docs/configuration.md` lists every option.
 
+pub mod ini;
+pub mod layer;
 pub mod load;
+pub mod schema;
 
 use serde::{Deserialize, Serialize};
 
-pub use load::{ConfigError, ConfigSources, LoadedConfig};
+pub use load::{ConfigError, ConfigSources, LoadedConfig, load, load_with_env};
 
 /// The whole effective configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -91,7 +96,7 @@ pub enum TenantAdvertisement {
     Subnet,
 }
 
-/// `[ovn]` (SSL options also accepted in `[DEFAULT]`, their deprecated group).
+/// `[ovn]` (every option also accepted in `[DEFAULT]`, its deprecated group).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OvnSection {
