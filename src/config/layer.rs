@@ -69,7 +69,7 @@ pub enum LayerError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}:{}", .source)]
+    #[error("{path}:{}: {}: {:?}", .source.line, .source.problem, .source.text)]
     IniSyntax {
         path: PathBuf,
         source: ini::IniSyntaxError,
