@@ -957,3 +957,53 @@ fn check_config_rejects_a_pair_this_build_cannot_run() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn dollar_references_are_substituted_as_in_oslo() {
+    let tmp = TempDir::new("dollar");
+    let path = tmp.write(
+        "dollar.conf",
+        "[DEFAULT]\n\
+         bgp_vrf = vrf-$bgp_AS\n\
+         bgp_nic = ${bgp_vrf}-n\n\
+         bgp_router_id = $$notaref\n\
+         evpn_nic = e\\$1\n\
+         \n\
+         [local_ovn_cluster]\n\
+         bgp_chassis_id = ${ovn.ovn_sb_ca_cert}|$bgp_nic|$expose_tenant_networks|$ 5\n\
+         ovn_nb_connection = unix:$ovs_rundir\n",
+    );
+    // bgp_router_id "$notaref" is no IPv4 address: the escape yields a literal `$`.
+    let msg = error_text(load_files(&[&path]));
+    assert_eq!(
+        msg,
+        format!(
+            "{p}:4: [DEFAULT] bgp_router_id = \"$$notaref\": expected an IPv4 address (BGP router id)\n\
+             {p}:9: [local_ovn_cluster] ovn_nb_connection = \"unix:$ovs_rundir\": $ovs_rundir names no option the agent has",
+            p = path.display()
+        )
+    );
+    let fixed = tmp.write(
+        "fixed.conf",
+        "[DEFAULT]\nbgp_router_id = 10.0.0.1\n\n[local_ovn_cluster]\novn_nb_connection = unix:${ovs.ovs_rundir}/nb.sock\n",
+    );
+    let c = load_files(&[&path, &fixed]).expect("loads").config;
+    assert_eq!(c.default.bgp_vrf, "vrf-64999");
+    assert_eq!(c.default.bgp_nic, "vrf-64999-n");
+    assert_eq!(c.default.evpn_nic.as_deref(), Some("e$1"));
+    assert_eq!(
+        c.local_ovn_cluster.bgp_chassis_id,
+        "/etc/ipa/ca.crt|vrf-64999-n|False|$ 5"
+    );
+    assert_eq!(
+        c.local_ovn_cluster.ovn_nb_connection,
+        "unix:/var/run/openvswitch/nb.sock"
+    );
+
+    let cycle = tmp.write(
+        "cycle.conf",
+        "[DEFAULT]\nbgp_nic = $bgp_vrf\nbgp_vrf = $bgp_nic\n",
+    );
+    let msg = error_text(load_files(&[&cycle]));
+    assert!(msg.contains("circular $ reference"), "{msg}");
+}

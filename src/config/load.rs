@@ -9,7 +9,8 @@
 //! 5. the agent's `OVN_BGP_AGENT_<SECTION>__<OPTION>`.
 //!
 //! As in oslo, only the effective value of an option is checked, so a bad value overridden by
-//! a later source is no error. Files ending in `.toml` are TOML with the same sections and
+//! a later source is no error, and values may refer to other options (`$name`, see
+//! [`super::substitute`]). Files ending in `.toml` are TOML with the same sections and
 //! option names; every other file is upstream's INI.
 //!
 //! oslo reads `--config-file` and `--config-dir` arguments in command-line order; the agent
@@ -25,6 +26,7 @@ use figment::value::{Dict, Value};
 use super::AgentConfig;
 use super::layer::{Layer, LayerError, Origin, Written};
 use super::schema::{self, OptSpec};
+use super::substitute::Resolver;
 
 /// oslo `project` of the agent (`config.init(project='bgp-agent')`).
 const PROJECT: &str = "bgp-agent";
@@ -242,6 +244,8 @@ fn build(layers: Vec<Layer>, files: Vec<PathBuf>) -> Result<LoadedConfig, Config
         .iter()
         .fold(Figment::new(), |figment, layer| figment.merge(layer));
 
+    let defaults = serde_json::to_value(AgentConfig::default()).unwrap_or_default();
+    let mut resolver = Resolver::new(&raw, defaults);
     let mut typed = Dict::new();
     let mut invalid = Vec::new();
     let mut origins = Vec::with_capacity(schema::OPTIONS.len());
@@ -252,7 +256,7 @@ fn build(layers: Vec<Layer>, files: Vec<PathBuf>) -> Result<LoadedConfig, Config
             .and_then(|meta| written_origin(&layers, &meta.name, spec))
             .map_or(ValueOrigin::Default, ValueOrigin::Written);
         if let Ok(value) = raw.find_value(&path) {
-            match schema::convert(spec, &value) {
+            match resolver.typed(spec) {
                 Ok(Some(v)) => set(&mut typed, spec, v),
                 Ok(None) => {}
                 Err(problem) => invalid.push(InvalidValue {

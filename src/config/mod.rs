@@ -10,6 +10,7 @@ pub mod ini;
 pub mod layer;
 pub mod load;
 pub mod schema;
+pub mod substitute;
 
 use serde::{Deserialize, Serialize};
 
