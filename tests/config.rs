@@ -831,6 +831,10 @@ fn text(b: &[u8]) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(feature = "nb_bgp", feature = "vrf")),
+    ignore = "the fixture selects nb_ovn_bgp_driver with exposing_method vrf: needs features nb_bgp and vrf"
+)]
 fn check_config_prints_every_option_with_its_source() {
     let tmp = TempDir::new("cli-ok");
     let conf = fixture("bgp-agent.conf");
@@ -915,6 +919,10 @@ fn check_config_fails_on_a_bad_value() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(feature = "sb_bgp", feature = "vrf")),
+    ignore = "checks the ovn_bgp_driver/vrf pair rejection: needs features sb_bgp and vrf"
+)]
 fn check_config_rejects_a_pair_this_build_cannot_run() {
     let tmp = TempDir::new("cli-pair");
     let unsupported = tmp.write(
@@ -1006,4 +1014,20 @@ fn dollar_references_are_substituted_as_in_oslo() {
     );
     let msg = error_text(load_files(&[&cycle]));
     assert!(msg.contains("circular $ reference"), "{msg}");
+}
+
+#[test]
+fn tilde_in_given_paths_is_the_home_directory() {
+    let tmp = TempDir::new("tilde");
+    tmp.write("home/conf/a.conf", "[DEFAULT]\nbgp_nic = nic-tilde\n");
+    tmp.write("home/dir/b.conf", "[DEFAULT]\nbgp_vrf = vrf-tilde\n");
+    let sources = ConfigSources {
+        config_files: vec![PathBuf::from("~/conf/a.conf")],
+        config_dirs: vec![PathBuf::from("~/dir")],
+        oslo_default_search: false,
+    };
+    let home = tmp.0.join("home");
+    let loaded = load_with_env(&sources, [("HOME", home.to_str().unwrap())]).unwrap();
+    assert_eq!(loaded.config.default.bgp_nic, "nic-tilde");
+    assert_eq!(loaded.config.default.bgp_vrf, "vrf-tilde");
 }

@@ -204,17 +204,24 @@ where
     } else {
         (Vec::new(), Vec::new())
     };
+    // oslo expands `~` in the paths it is given (`--config-file=~/x.conf` escapes the shell).
+    let home = get("HOME");
+    let expand = |p: &PathBuf| match (p.strip_prefix("~"), &home) {
+        (Ok(rest), Some(home)) => home.join(rest),
+        _ => p.clone(),
+    };
     let mut files = if sources.config_files.is_empty() {
         default_files
     } else {
-        sources.config_files.clone()
+        sources.config_files.iter().map(expand).collect()
     };
     if sources.config_dirs.is_empty() {
         for dir in &default_dirs {
             files.extend(dir_files(dir)?);
         }
     } else {
-        for dir in &sources.config_dirs {
+        for dir in sources.config_dirs.iter().map(expand) {
+            let dir = &dir;
             if !dir.is_dir() {
                 return Err(ConfigError::DirNotFound { path: dir.clone() });
             }
