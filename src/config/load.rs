@@ -166,7 +166,10 @@ pub fn load(sources: &ConfigSources) -> Result<LoadedConfig, ConfigError> {
     let mut env = Vec::new();
     for (k, v) in std::env::vars_os() {
         let Some(k) = k.to_str() else { continue };
-        if !(k.starts_with(ENV_PREFIX) || k.starts_with(OSLO_ENV_PREFIX) || k == "HOME") {
+        let wanted = k.starts_with(ENV_PREFIX)
+            || k.starts_with(OSLO_ENV_PREFIX)
+            || matches!(k, "HOME" | "SNAP" | "SNAP_COMMON");
+        if !wanted {
             continue;
         }
         let v = v
@@ -177,7 +180,8 @@ pub fn load(sources: &ConfigSources) -> Result<LoadedConfig, ConfigError> {
     load_with_env(sources, env)
 }
 
-/// Load from the sources and the given environment (`HOME` is used for oslo's default search).
+/// Load from the sources and the given environment (`HOME`, `SNAP` and `SNAP_COMMON` are used
+/// for oslo's default search and `~`).
 pub fn load_with_env<I, K, V>(sources: &ConfigSources, env: I) -> Result<LoadedConfig, ConfigError>
 where
     I: IntoIterator<Item = (K, V)>,
@@ -188,12 +192,32 @@ where
         .into_iter()
         .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
         .collect();
+    let files = files_to_read(sources, &env)?;
+    let mut layers = Vec::with_capacity(files.len() + 2);
+    for file in &files {
+        layers.push(if file.extension().is_some_and(|e| e == "toml") {
+            Layer::from_toml_file(file)?
+        } else {
+            Layer::from_ini_file(file)?
+        });
+    }
+    let vars = || env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    layers.push(Layer::from_env(vars(), OSLO_ENV_PREFIX, false));
+    layers.push(Layer::from_env(vars(), ENV_PREFIX, true));
+    build(layers, files)
+}
+
+/// The files to read, in precedence order: the given files (or oslo's default ones), then
+/// the files of the given dirs (or of oslo's default dirs).
+fn files_to_read(
+    sources: &ConfigSources,
+    env: &[(String, String)],
+) -> Result<Vec<PathBuf>, ConfigError> {
     let get = |name: &str| {
         env.iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| PathBuf::from(v))
     };
-
     let (default_files, default_dirs) = if sources.oslo_default_search {
         oslo_default_locations(
             get("HOME").as_deref(),
@@ -216,33 +240,19 @@ where
         sources.config_files.iter().map(expand).collect()
     };
     if sources.config_dirs.is_empty() {
+        // Default dirs are skipped when missing; given ones must exist (as in oslo).
         for dir in &default_dirs {
             files.extend(dir_files(dir)?);
         }
     } else {
         for dir in sources.config_dirs.iter().map(expand) {
-            let dir = &dir;
             if !dir.is_dir() {
-                return Err(ConfigError::DirNotFound { path: dir.clone() });
+                return Err(ConfigError::DirNotFound { path: dir });
             }
-            files.extend(dir_files(dir)?);
+            files.extend(dir_files(&dir)?);
         }
     }
-
-    let mut layers = Vec::new();
-    for file in &files {
-        let layer = if file.extension().is_some_and(|e| e == "toml") {
-            Layer::from_toml_file(file)?
-        } else {
-            Layer::from_ini_file(file)?
-        };
-        layers.push(layer);
-    }
-    let vars = || env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    layers.push(Layer::from_env(vars(), OSLO_ENV_PREFIX, false));
-    layers.push(Layer::from_env(vars(), ENV_PREFIX, true));
-
-    build(layers, files)
+    Ok(files)
 }
 
 /// Layer the sources with figment, check each option's effective value, extract.
