@@ -2,9 +2,15 @@
 //! defaults as `ovn_bgp_agent/config.py`), plus the paths and device kinds upstream hard-codes,
 //! in sections of their own (`[frr]`, `[ovs]`, `[linux]`).
 //!
-//! Loading (INI via figment with oslo semantics, TOML, environment) lives in [`load`]; the
+//! Loading (INI via figment with oslo semantics, TOML, environment) lives in [`mod@load`]; the
 //! option table with types and meanings in [`schema`]; oslo's INI dialect in [`ini`]; one
-//! source as a figment provider in [`layer`]. `docs/configuration.md` lists every option.
+//! source as a figment provider in [`layer`]; oslo's `$name` references in [`substitute`].
+//! `docs/configuration.md` lists every option.
+//!
+//! A configuration from [`load()`] has been checked option by option ([`schema`]): the AS
+//! number is digits (or asdot), the router id an IPv4 address, interface names valid Linux
+//! names, peer IPs and prefixes parse — safe to put in a vtysh command or a netlink request.
+//! A hand-built `AgentConfig` carries no such guarantee.
 
 pub mod ini;
 pub mod layer;
@@ -43,8 +49,10 @@ pub struct DefaultSection {
     pub driver: String,
     pub ovsdb_connection: String,
     pub ovsdb_connection_timeout: u64,
+    /// `bgp_AS`: `1..=4294967295` or asdot `A.B` (checked on load).
     #[serde(rename = "bgp_AS")]
     pub bgp_as: String,
+    /// An IPv4 address (checked on load).
     pub bgp_router_id: Option<String>,
     pub evpn_local_ip: Option<std::net::IpAddr>,
     pub evpn_nic: Option<String>,
