@@ -93,7 +93,10 @@ fn check_config(cli: &Cli) -> ExitCode {
     let loaded = match config::load::load(&sources(cli)) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {e}");
+            // One line per bad value.
+            for line in e.to_string().lines() {
+                eprintln!("error: {line}");
+            }
             return ExitCode::FAILURE;
         }
     };

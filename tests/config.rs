@@ -1031,3 +1031,22 @@ fn tilde_in_given_paths_is_the_home_directory() {
     assert_eq!(loaded.config.default.bgp_nic, "nic-tilde");
     assert_eq!(loaded.config.default.bgp_vrf, "vrf-tilde");
 }
+
+#[test]
+fn check_config_prints_one_error_line_per_bad_value() {
+    let tmp = TempDir::new("cli-bad-many");
+    let conf = tmp.write(
+        "bad.conf",
+        "[DEFAULT]\nevpn_udp_dstport = 99999\nexpose_tenant_networks = si\n",
+    );
+    let out = check_config(&["--config-file", conf.to_str().unwrap()], &[], &tmp.0);
+    assert!(!out.status.success());
+    let p = conf.display();
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: {p}:3: [DEFAULT] expose_tenant_networks = \"si\": expected a boolean (true/false, yes/no, on/off, 1/0)\n\
+             error: {p}:2: [DEFAULT] evpn_udp_dstport = \"99999\": expected a port number (0-65535)\n"
+        )
+    );
+}
