@@ -27,6 +27,7 @@ use super::AgentConfig;
 use super::layer::{Layer, LayerError, Origin, Written};
 use super::schema::{self, OptSpec};
 use super::substitute::Resolver;
+use super::value;
 
 /// oslo `project` of the agent (`config.init(project='bgp-agent')`).
 const PROJECT: &str = "bgp-agent";
@@ -280,7 +281,7 @@ fn build(layers: Vec<Layer>, files: Vec<PathBuf>) -> Result<LoadedConfig, Config
                     origin: origin.to_string(),
                     section: spec.section.to_owned(),
                     key: spec.name.to_owned(),
-                    value: schema::display_raw(&value),
+                    value: value::display_raw(&value),
                     problem,
                 }),
             }
@@ -313,7 +314,7 @@ fn build(layers: Vec<Layer>, files: Vec<PathBuf>) -> Result<LoadedConfig, Config
         no_effect.push(NoEffectOption {
             section: w.section.clone(),
             key: w.key.clone(),
-            value: schema::display_raw(&w.value),
+            value: value::display_raw(&w.value),
             origin: w.origin.clone(),
         });
     }

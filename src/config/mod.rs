@@ -3,11 +3,11 @@
 //! in sections of their own (`[frr]`, `[ovs]`, `[linux]`).
 //!
 //! Loading (INI via figment with oslo semantics, TOML, environment) lives in [`mod@load`]; the
-//! option table with types and meanings in [`schema`]; oslo's INI dialect in [`ini`]; one
-//! source as a figment provider in [`layer`]; oslo's `$name` references in [`substitute`].
-//! `docs/configuration.md` lists every option.
+//! option table with types and meanings in [`schema`]; oslo's value types in [`value`]; oslo's
+//! INI dialect in [`ini`]; one source as a figment provider in [`layer`]; oslo's `$name`
+//! references in [`substitute`]. `docs/configuration.md` lists every option.
 //!
-//! A configuration from [`load()`] has been checked option by option ([`schema`]): the AS
+//! A configuration from [`load()`] has been checked option by option ([`value`]): the AS
 //! number is digits (or asdot), the router id an IPv4 address, interface names valid Linux
 //! names, peer IPs and prefixes parse — safe to put in a vtysh command or a netlink request.
 //! A hand-built `AgentConfig` carries no such guarantee.
@@ -17,6 +17,7 @@ pub mod layer;
 pub mod load;
 pub mod schema;
 pub mod substitute;
+pub mod value;
 
 use serde::{Deserialize, Serialize};
 

@@ -13,6 +13,7 @@ use figment::Figment;
 use figment::value::Value;
 
 use super::schema::{self, OptSpec};
+use super::value;
 
 /// Resolves options' effective values, following `$` references.
 pub struct Resolver<'a> {
@@ -54,8 +55,8 @@ impl<'a> Resolver<'a> {
             Err(_) => Ok(None),
             Ok(Value::String(tag, s)) if s.contains('$') => self
                 .substitute(spec.section, &s)
-                .and_then(|t| schema::convert(spec, &Value::String(tag, t))),
-            Ok(v) => schema::convert(spec, &v),
+                .and_then(|t| value::convert(spec, &Value::String(tag, t))),
+            Ok(v) => value::convert(spec, &v),
         };
         self.active.pop();
         self.done.insert(key, result.clone());
@@ -131,8 +132,8 @@ fn is_name(s: &str) -> bool {
 fn python_str_value(v: &Value) -> String {
     match v {
         Value::Bool(_, b) => python_bool(*b).to_owned(),
-        Value::Array(_, items) => python_list(items.iter().map(schema::display_raw)),
-        other => schema::display_raw(other),
+        Value::Array(_, items) => python_list(items.iter().map(value::display_raw)),
+        other => value::display_raw(other),
     }
 }
 
