@@ -128,7 +128,10 @@ pub fn effective_config_listing(loaded: &config::LoadedConfig) -> String {
     for p in &loaded.provenance {
         out.push_str(&format!(
             "[{}] {} = {}  ({})\n",
-            p.section, p.key, p.value, p.origin
+            p.section,
+            p.key,
+            ini_value(&p.value),
+            p.origin
         ));
     }
     if !loaded.no_effect.is_empty() {
@@ -138,11 +141,19 @@ pub fn effective_config_listing(loaded: &config::LoadedConfig) -> String {
         for n in &loaded.no_effect {
             out.push_str(&format!(
                 "[{}] {} = {}  ({}; no effect)\n",
-                n.section, n.key, n.value, n.origin
+                n.section,
+                n.key,
+                ini_value(&n.value),
+                n.origin
             ));
         }
     }
     out
+}
+
+/// A multi-line value as INI continuation lines.
+fn ini_value(value: &str) -> String {
+    value.replace('\n', "\n    ")
 }
 
 fn init_logging(format: LogFormat, debug: bool) {

@@ -1050,3 +1050,20 @@ fn check_config_prints_one_error_line_per_bad_value() {
         )
     );
 }
+
+#[test]
+fn check_config_listing_writes_multi_line_values_as_continuations() {
+    let tmp = TempDir::new("listing");
+    let conf = tmp.write(
+        "multi.conf",
+        "[agent]\nroot_helper = sudo\n  --preserve-env\n",
+    );
+    let loaded = load_files(&[&conf]).unwrap();
+    assert_eq!(loaded.config.agent.root_helper, "sudo\n--preserve-env");
+    let listing = ovn_bgp_agent::cli::effective_config_listing(&loaded);
+    let want = format!(
+        "[agent] root_helper = sudo\n    --preserve-env  ({}:2)\n",
+        conf.display()
+    );
+    assert!(listing.contains(&want), "{listing}");
+}
