@@ -673,6 +673,33 @@ fn ovn_options_in_default_are_the_deprecated_group() {
         loaded.config.ovn.ovn_sb_connection.as_deref(),
         Some("tcp:10.0.0.1:6642")
     );
+
+    // No other inheritance from [DEFAULT]: its ovn_nb_connection is [ovn]'s (deprecated group),
+    // never [local_ovn_cluster]'s, and bgp_chassis_id there is unknown.
+    let nb = tmp.write(
+        "nb.conf",
+        "[DEFAULT]
+ovn_nb_connection = tcp:10.0.0.9:6641
+bgp_chassis_id = other
+",
+    );
+    let loaded = load_files(&[&nb]).unwrap();
+    assert_eq!(
+        loaded.config.ovn.ovn_nb_connection.as_deref(),
+        Some("tcp:10.0.0.9:6641")
+    );
+    assert_eq!(
+        loaded.config.local_ovn_cluster.ovn_nb_connection,
+        "unix:/var/run/ovn/ovnnb_db.sock"
+    );
+    assert_eq!(loaded.config.local_ovn_cluster.bgp_chassis_id, "bgp");
+    assert!(
+        loaded.warnings.iter().any(|w| w.ends_with(
+            "unknown option [DEFAULT] bgp_chassis_id, ignored; did you mean [local_ovn_cluster] bgp_chassis_id?"
+        )),
+        "{:?}",
+        loaded.warnings
+    );
 }
 
 #[test]
