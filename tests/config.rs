@@ -570,14 +570,18 @@ ovn_nb_connection = "tcp:192.0.2.1:6641"
     );
     assert_eq!(
         origin_of(&loaded, "DEFAULT", "reconcile_interval"),
-        toml.display().to_string()
+        format!("{}:3", toml.display())
+    );
+    assert_eq!(
+        origin_of(&loaded, "ovn", "ovn_nb_connection"),
+        format!("{}:13", toml.display())
     );
 
     let bad = tmp.write("bad.toml", "[DEFAULT]\nreconcile_interval = true\n");
     assert_eq!(
         error_text(load_files(&[&bad])),
         format!(
-            "{}: [DEFAULT] reconcile_interval = \"true\": expected an integer from 1 to 4294967295",
+            "{}:2: [DEFAULT] reconcile_interval = \"true\": expected an integer from 1 to 4294967295",
             bad.display()
         )
     );

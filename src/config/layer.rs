@@ -137,20 +137,23 @@ impl Layer {
                     message: e.to_string().trim_end().to_owned(),
                 })?;
         let mut layer = Layer::new(path.display().to_string(), Some(path.to_owned()));
-        let origin = Origin::File {
+        let lines = toml_key_lines(&text);
+        let origin = |section: &str, key: Option<&str>| Origin::File {
             path: path.to_owned(),
-            line: None,
+            line: lines
+                .get(&(section.to_owned(), key.map(str::to_owned)))
+                .copied(),
         };
         let mut written = Vec::new();
-        for (section, body) in table {
+        for (raw_section, body) in table {
             let toml::Value::Table(body) = body else {
                 return Err(LayerError::TomlTopLevel {
                     path: path.to_owned(),
-                    key: section,
+                    key: raw_section,
                 });
             };
-            layer.check_section(&section, &origin);
-            let section = schema::normalize_section(&section);
+            layer.check_section(&raw_section, &origin(&raw_section, None));
+            let section = schema::normalize_section(&raw_section);
             for (key, v) in body {
                 let value = toml_to_value(&v).ok_or_else(|| LayerError::TomlNested {
                     path: path.to_owned(),
@@ -158,10 +161,10 @@ impl Layer {
                     key: key.clone(),
                 })?;
                 written.push(Written {
+                    origin: origin(&raw_section, Some(&key)),
                     section: section.clone(),
                     key,
                     value,
-                    origin: origin.clone(),
                 });
             }
         }
@@ -318,6 +321,29 @@ fn read(path: &Path) -> Result<String, LayerError> {
         path: path.to_owned(),
         source,
     })
+}
+
+/// The line of each section header `(section, None)` and key `(section, Some(key))` of a
+/// TOML document (empty if it does not parse: the caller reports that).
+fn toml_key_lines(text: &str) -> HashMap<(String, Option<String>), usize> {
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let mut lines = HashMap::new();
+    let Ok(doc) = toml::de::DeTable::parse(text) else {
+        return lines;
+    };
+    for (section, body) in doc.get_ref() {
+        let name = section.get_ref().to_string();
+        lines.insert((name.clone(), None), line_of(section.span().start));
+        if let toml::de::DeValue::Table(body) = body.get_ref() {
+            for (key, _) in body {
+                lines.insert(
+                    (name.clone(), Some(key.get_ref().to_string())),
+                    line_of(key.span().start),
+                );
+            }
+        }
+    }
+    lines
 }
 
 /// A TOML scalar or array as a figment value; `None` for a nested table.
