@@ -262,6 +262,7 @@ fn build(layers: Vec<Layer>, files: Vec<PathBuf>) -> Result<LoadedConfig, Config
         .iter()
         .fold(Figment::new(), |figment, layer| figment.merge(layer));
 
+    // Serializing plain structs with string keys cannot fail.
     let defaults = serde_json::to_value(AgentConfig::default()).unwrap_or_default();
     let mut resolver = Resolver::new(&raw, defaults);
     let mut typed = Dict::new();
@@ -308,24 +309,28 @@ fn build(layers: Vec<Layer>, files: Vec<PathBuf>) -> Result<LoadedConfig, Config
         })
         .collect();
 
-    let mut no_effect: Vec<NoEffectOption> = Vec::new();
+    Ok(LoadedConfig {
+        config,
+        no_effect: last_no_effect_values(&layers),
+        warnings: layers.into_iter().flat_map(|l| l.warnings).collect(),
+        provenance,
+        files,
+    })
+}
+
+/// The no-effect options set in the layers, each with its last value.
+fn last_no_effect_values(layers: &[Layer]) -> Vec<NoEffectOption> {
+    let mut out: Vec<NoEffectOption> = Vec::new();
     for w in layers.iter().flat_map(|l| l.no_effect.iter()) {
-        no_effect.retain(|n| !(n.section == w.section && n.key == w.key));
-        no_effect.push(NoEffectOption {
+        out.retain(|n| !(n.section == w.section && n.key == w.key));
+        out.push(NoEffectOption {
             section: w.section.clone(),
             key: w.key.clone(),
             value: value::display_raw(&w.value),
             origin: w.origin.clone(),
         });
     }
-
-    Ok(LoadedConfig {
-        config,
-        warnings: layers.into_iter().flat_map(|l| l.warnings).collect(),
-        provenance,
-        no_effect,
-        files,
-    })
+    out
 }
 
 /// The exact place a value came from: figment names the source, the layer knows the line.
