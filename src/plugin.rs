@@ -90,6 +90,23 @@ pub struct BackendRegistration {
     pub factory: BackendFactory,
 }
 
+impl std::fmt::Debug for DriverRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverRegistration")
+            .field("name", &self.name)
+            .field("supported_backends", &self.supported_backends)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for BackendRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendRegistration")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 inventory::collect!(DriverRegistration);
 inventory::collect!(BackendRegistration);
 
