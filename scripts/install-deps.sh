@@ -17,4 +17,5 @@ fi
 for bin in ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovn-northd ovn-controller ovn-nbctl ovn-sbctl vtysh ip; do
     command -v "$bin" >/dev/null || { echo "missing $bin after install" >&2; exit 1; }
 done
-echo "system packages present: $(ovs-vswitchd --version | head -1); $(ovn-northd --version | head -1); frr $(dpkg-query -W -f "${Version}" frr 2>/dev/null)"
+frr_version=$(dpkg-query -W -f '${Version}' frr 2>/dev/null || echo unknown)
+echo "system packages present: $(ovs-vswitchd --version | head -1); $(ovn-northd --version | head -1); frr $frr_version"
