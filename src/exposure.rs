@@ -102,11 +102,16 @@ impl ExposureSet {
         self.ips.entry(exposed.ip).or_insert(exposed);
     }
 
+    /// Record a row that could not be used; the same problem found through two paths (e.g. a
+    /// shared `nat_addresses` entry) is recorded once.
     pub fn skip(&mut self, table: &str, row: impl Into<String>, reason: impl Into<String>) {
-        self.skipped.push(SkippedRow {
+        let skipped = SkippedRow {
             table: table.to_owned(),
             row: row.into(),
             reason: reason.into(),
-        });
+        };
+        if !self.skipped.contains(&skipped) {
+            self.skipped.push(skipped);
+        }
     }
 }
