@@ -74,6 +74,9 @@ pub struct BridgeWiring {
     pub physnets: BTreeSet<String>,
     /// VLAN tags of localnet ports of those physnets (one VLAN device each).
     pub vlans: BTreeSet<u16>,
+    /// Names of the localnet ports of those physnets: ovn-controller patches each into the
+    /// bridge as `patch-<localnet>-to-br-int`, the in_port of the MAC-tweak flows.
+    pub localnet_ports: BTreeSet<String>,
     /// 1-based position of the bridge in `ovn-bridge-mappings` (upstream's ARP/NDP helper address).
     pub index: u16,
 }

@@ -121,6 +121,7 @@ impl<'a> Ctx<'a> {
                     bridge,
                     physnets: BTreeSet::new(),
                     vlans: BTreeSet::new(),
+                    localnet_ports: BTreeSet::new(),
                     index,
                 });
             wiring.physnets.insert(physnet.clone());
@@ -128,6 +129,7 @@ impl<'a> Ctx<'a> {
                 if let Some(vlan) = valid_vlan(localnet.tag) {
                     wiring.vlans.insert(vlan);
                 }
+                wiring.localnet_ports.insert(localnet.logical_port.clone());
             }
         }
     }
