@@ -49,6 +49,43 @@ pub struct UnderlaySettings {
     pub rule_priority: u32,
 }
 
+impl UnderlaySettings {
+    /// Validate the options the underlay backend uses; errors name the section and key.
+    pub fn from_config(config: &crate::config::AgentConfig) -> Result<Self, String> {
+        let d = &config.default;
+        let l = &config.linux;
+        let iface = |key: &str, value: &str| {
+            InterfaceName::new(value).map_err(|e| format!("[DEFAULT] {key}: {e}"))
+        };
+        let vrf_kind = match l.vrf_device_kind.as_str() {
+            "vrf" => VrfKind::Vrf,
+            "bridge" => VrfKind::Bridge,
+            other => {
+                return Err(format!(
+                    "[linux] vrf_device_kind = {other:?}: expected vrf or bridge"
+                ));
+            }
+        };
+        let nic_kind = match l.nic_device_kind.as_str() {
+            "dummy" => NicKind::Dummy,
+            "ifb" => NicKind::Ifb,
+            other => {
+                return Err(format!(
+                    "[linux] nic_device_kind = {other:?}: expected dummy or ifb"
+                ));
+            }
+        };
+        Ok(Self {
+            bgp_nic: iface("bgp_nic", &d.bgp_nic)?,
+            bgp_vrf: iface("bgp_vrf", &d.bgp_vrf)?,
+            vrf_table: d.bgp_vrf_table_id,
+            vrf_kind,
+            nic_kind,
+            rule_priority: l.rule_priority,
+        })
+    }
+}
+
 /// What the system told the backend.
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
@@ -304,6 +341,27 @@ mod tests {
         let [v4, v6] = arp_ndp_helpers(1, 100);
         assert_eq!(v4.to_string(), "169.254.1.100/32");
         assert_eq!(v6.to_string(), "fd53:d91e:400:7f17::1:64/128");
+    }
+
+    #[test]
+    fn settings_are_validated_with_section_and_key() {
+        let mut config = crate::config::AgentConfig::default();
+        let s = UnderlaySettings::from_config(&config).unwrap();
+        assert_eq!(
+            (s.vrf_kind, s.nic_kind, s.vrf_table),
+            (VrfKind::Vrf, NicKind::Dummy, 10)
+        );
+        config.linux.vrf_device_kind = "bridge".into();
+        config.linux.nic_device_kind = "ifb".into();
+        let s = UnderlaySettings::from_config(&config).unwrap();
+        assert_eq!((s.vrf_kind, s.nic_kind), (VrfKind::Bridge, NicKind::Ifb));
+        config.default.bgp_nic = "bgp nic;x".into();
+        let e = UnderlaySettings::from_config(&config).unwrap_err();
+        assert!(e.starts_with("[DEFAULT] bgp_nic:"), "{e}");
+        config.default.bgp_nic = "bgp-nic".into();
+        config.linux.vrf_device_kind = "macvlan".into();
+        let e = UnderlaySettings::from_config(&config).unwrap_err();
+        assert!(e.contains("[linux] vrf_device_kind"), "{e}");
     }
 
     #[test]
