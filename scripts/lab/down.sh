@@ -31,17 +31,18 @@ if [[ -d $LAB_DIR ]]; then
     done
     deadline=$((SECONDS + 5))
     for pid in "${pids[@]}"; do
-        while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+        while proc_running "$pid" && ((SECONDS < deadline)); do
             sleep 0.05
         done
-        if kill -0 "$pid" 2>/dev/null; then
+        if proc_running "$pid"; then
             log "pid $pid ignored SIGTERM for 5 s, sending SIGKILL"
             kill -KILL "$pid" 2>/dev/null || true
         fi
     done
     for pid in "${pids[@]}"; do
         # Wait for SIGKILLed processes too, so the namespaces are free when we delete them.
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        for _ in $(seq 50); do proc_running "$pid" || break; sleep 0.05; done
+        proc_running "$pid" && die "pid $pid survived SIGKILL"
     done
 fi
 

@@ -166,6 +166,15 @@ pid_alive() {
     tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$LAB_DIR/"
 }
 
+# proc_running PID: PID exists and has not exited. An exited daemon stays a zombie until PID 1
+# reaps it (slowly, in some containers); it holds no resources any more, so it counts as gone.
+proc_running() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+}
+
 nbctl() { ovn-nbctl --db="unix:$NB_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
 sbctl() { ovn-sbctl --db="unix:$SB_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
 vsctl() { ovs-vsctl --db="unix:$OVS_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }

@@ -65,6 +65,13 @@ for ns in "$NS_CHASSIS" "$NS_TOR"; do
         "delete it (ip netns del $ns) or choose another LAB_NS_PREFIX"
 done
 
+# ovsdb-server keeps running when it cannot listen (it only logs and retries), so a taken port
+# would go unnoticed: refuse it up front.
+for port in "$LAB_NB_TCP_PORT" "$LAB_SB_TCP_PORT"; do
+    [[ -z $(ss -Htln "sport = :$port") ]] ||
+        die "TCP port $port is already in use; choose free ports with LAB_NB_TCP_PORT/LAB_SB_TCP_PORT"
+done
+
 step "creating $LAB_DIR"
 mkdir -p "$LAB_DIR"
 touch "$LAB_DIR/$LAB_MARKER"
