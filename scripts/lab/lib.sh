@@ -14,6 +14,9 @@
 #   LAB_TIMEOUT       seconds each wait may take            (default 30)
 
 LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
+# One spelling per lab: down.sh recognises the lab's processes by "$LAB_DIR/" in their command line.
+while [[ $LAB_DIR == */ && $LAB_DIR != / ]]; do LAB_DIR=${LAB_DIR%/}; done
+[[ $LAB_DIR != / ]] || { echo "[lab] ERROR: LAB_DIR must not be /" >&2; exit 1; }
 LAB_NS_PREFIX=${LAB_NS_PREFIX:-lab-}
 LAB_NB_TCP_PORT=${LAB_NB_TCP_PORT:-16641}
 LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16642}

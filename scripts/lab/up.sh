@@ -121,7 +121,6 @@ start_ovn_db() { # name db sock port
 start_ovn_db ovsdb-server-nb "$NB_DB" "$NB_SOCK" "$LAB_NB_TCP_PORT"
 start_ovn_db ovsdb-server-sb "$SB_DB" "$SB_SOCK" "$LAB_SB_TCP_PORT"
 nbctl --no-wait init
-sbctl --no-wait init 2>/dev/null || true
 
 step "starting ovn-northd"
 start_daemon ovn-northd "$OVN_DIR/ovn-northd.log" \

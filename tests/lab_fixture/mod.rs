@@ -19,8 +19,8 @@ use serde_json::Value;
 /// How long a single wait for the lab to converge may take.
 pub const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// First of the TCP ports (on 127.0.0.1) the test labs use; two per lab, five labs at most.
-const FIRST_TEST_TCP_PORT: u32 = 16650;
+/// The TCP ports (on 127.0.0.1) test labs may use for NB/SB, two per lab.
+const TEST_TCP_PORTS: std::ops::RangeInclusive<u16> = 16650..=16659;
 const MAX_LABS_PER_PROCESS: u32 = 5;
 
 static LAB_COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -64,7 +64,7 @@ impl Lab {
             up_output: String::new(),
             down_done: false,
         };
-        let nb_port = FIRST_TEST_TCP_PORT + 2 * n;
+        let nb_port = free_port_pair();
         let started = Instant::now();
         let out = lab
             .script("up.sh")
@@ -286,6 +286,16 @@ pub fn run_ok(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The first pair of ports (p, p+1) in [`TEST_TCP_PORTS`] both free on 127.0.0.1 right now, so
+/// labs of concurrent test processes do not collide (up.sh refuses a taken port).
+fn free_port_pair() -> u16 {
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    TEST_TCP_PORTS
+        .step_by(2)
+        .find(|&p| free(p) && free(p + 1))
+        .unwrap_or_else(|| panic!("no free pair of TCP ports in {TEST_TCP_PORTS:?} on 127.0.0.1"))
 }
 
 fn parse_lab_env(path: &Path) -> HashMap<String, String> {
