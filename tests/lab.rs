@@ -34,7 +34,7 @@ router bgp 64999 vrf bgp-vrf
 ";
 
 #[test]
-fn lab_up_peers_binds_ports_propagates_bgp_nic_and_tears_down() {
+fn lab_up_peers_binds_ports_propagates_bgp_nic_reruns_and_tears_down() {
     require_root();
     let mut lab = Lab::start();
     eprintln!(
@@ -48,6 +48,29 @@ fn lab_up_peers_binds_ports_propagates_bgp_nic_and_tears_down() {
     agent_conf_points_at_the_lab(&lab);
     bgp_nic_addresses_reach_the_tor_and_are_withdrawn(&lab);
 
+    let status = lab.status();
+    assert!(
+        status.contains(lab.env("CHASSIS_IP4")) && status.matches("running (pid").count() == 10,
+        "status.sh must show the ToR's session and 10 running daemons:\n{status}"
+    );
+
+    // Re-running up.sh replaces the lab: the old daemons end, the new lab works.
+    let old_pids = lab.daemon_pids();
+    lab.rerun_up();
+    eprintln!(
+        "scripts/lab/up.sh over a running lab took {:.2} s",
+        lab.up_duration().as_secs_f64()
+    );
+    let marker = format!("{}/", lab.dir().display());
+    for (pidfile, pid) in &old_pids {
+        assert!(
+            !process_alive(*pid, &marker) || lab.daemon_pids().iter().any(|(_, p)| p == pid),
+            "{pidfile} (pid {pid}) of the first lab survived up.sh"
+        );
+    }
+    tor_has_established_ebgp_session_with_chassis(&lab);
+    sb_has_chassis_and_bound_ports(&lab);
+
     // Teardown: exactly the lab's processes end, its namespaces and directory disappear.
     let pids = lab.daemon_pids();
     assert_eq!(
@@ -56,7 +79,6 @@ fn lab_up_peers_binds_ports_propagates_bgp_nic_and_tears_down() {
         "expected 10 lab daemons (3 ovsdb-server, northd, vswitchd, ovn-controller, 2x zebra+bgpd): {pids:?}"
     );
     let lab_dir = lab.dir().to_owned();
-    let marker = format!("{}/", lab_dir.display());
     let namespaces = [lab.ns_chassis().to_owned(), lab.ns_tor().to_owned()];
     let out = lab.down();
     assert!(

@@ -39,6 +39,7 @@ pub fn require_root() {
 pub struct Lab {
     dir: PathBuf,
     ns_prefix: String,
+    nb_tcp_port: u16,
     env: HashMap<String, String>,
     up_duration: Duration,
     up_output: String,
@@ -59,21 +60,31 @@ impl Lab {
         let mut lab = Lab {
             dir: PathBuf::from(format!("/tmp/ovn-bgp-lab-test-{pid}-{n}")),
             ns_prefix: format!("labt{}{}-", pid % 1000, char::from(b'a' + n as u8)),
+            nb_tcp_port: free_port_pair(),
             env: HashMap::new(),
             up_duration: Duration::ZERO,
             up_output: String::new(),
             down_done: false,
         };
-        let nb_port = free_port_pair();
+        lab.run_up();
+        lab
+    }
+
+    /// Runs `up.sh` again on this lab (it tears the running lab down first, then starts anew).
+    pub fn rerun_up(&mut self) {
+        self.run_up();
+    }
+
+    fn run_up(&mut self) {
         let started = Instant::now();
-        let out = lab
+        let out = self
             .script("up.sh")
-            .env("LAB_NB_TCP_PORT", nb_port.to_string())
-            .env("LAB_SB_TCP_PORT", (nb_port + 1).to_string())
+            .env("LAB_NB_TCP_PORT", self.nb_tcp_port.to_string())
+            .env("LAB_SB_TCP_PORT", (self.nb_tcp_port + 1).to_string())
             .output()
             .expect("cannot execute scripts/lab/up.sh");
-        lab.up_duration = started.elapsed();
-        lab.up_output = format!(
+        self.up_duration = started.elapsed();
+        self.up_output = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stderr),
             String::from_utf8_lossy(&out.stdout)
@@ -82,10 +93,14 @@ impl Lab {
             out.status.success(),
             "scripts/lab/up.sh failed ({}):\n{}",
             out.status,
-            lab.up_output
+            self.up_output
         );
-        lab.env = parse_lab_env(&lab.dir.join("lab.env"));
-        lab
+        self.env = parse_lab_env(&self.dir.join("lab.env"));
+    }
+
+    /// Output of `scripts/lab/status.sh`, which must succeed.
+    pub fn status(&self) -> String {
+        run_ok(&mut self.script("status.sh"))
     }
 
     /// How long `up.sh` took.
