@@ -27,6 +27,29 @@ pub struct Cli {
     /// Log output format.
     #[arg(long = "log-format", global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// oslo.log `--debug`: log at debug level (as `[DEFAULT] debug = true`).
+    #[arg(short = 'd', long = "debug", global = true)]
+    pub debug: bool,
+    /// oslo.log `--log-file`: append logs to this file instead of stderr (relative paths are
+    /// taken inside `--log-dir` when given).
+    #[arg(long = "log-file", global = true, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+    /// oslo.log `--log-dir`: directory of `--log-file` (alone: `<dir>/ovn-bgp-agent.log`).
+    #[arg(long = "log-dir", global = true, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// oslo.log `--use-json`: same as `--log-format json`.
+    #[arg(long = "use-json", global = true)]
+    pub use_json: bool,
+    /// oslo.log flags deployment tools pass that have no meaning here; accepted so that the
+    /// agent starts with the same command line as upstream, and reported as ignored.
+    #[arg(long = "use-syslog", global = true, hide = true)]
+    pub use_syslog: bool,
+    #[arg(long = "use-journal", global = true, hide = true)]
+    pub use_journal: bool,
+    #[arg(long = "watch-log-file", global = true, hide = true)]
+    pub watch_log_file: bool,
+    #[arg(short = 'v', long = "verbose", global = true, hide = true)]
+    pub verbose: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -156,15 +179,42 @@ fn ini_value(value: &str) -> String {
     value.replace('\n', "\n    ")
 }
 
-fn init_logging(format: LogFormat, debug: bool) {
+/// Where logs go: `--log-file`/`--log-dir` as oslo.log combines them, else stderr.
+fn log_path(cli: &Cli) -> Option<PathBuf> {
+    match (&cli.log_dir, &cli.log_file) {
+        (Some(dir), Some(file)) if file.is_relative() => Some(dir.join(file)),
+        (_, Some(file)) => Some(file.clone()),
+        (Some(dir), None) => Some(dir.join("ovn-bgp-agent.log")),
+        (None, None) => None,
+    }
+}
+
+fn init_logging(cli: &Cli, debug: bool) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(if debug { "debug" } else { "info" }));
+    let json = cli.use_json || cli.log_format == LogFormat::Json;
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    match log_path(cli) {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| format!("--log-file {}: {e}", path.display()))?;
+            let builder = builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file));
+            if json {
+                builder.json().init()
+            } else {
+                builder.init()
+            }
+        }
+        None if json => builder.json().init(),
+        None => builder.init(),
     }
+    Ok(())
 }
 
 fn run(cli: &Cli) -> ExitCode {
@@ -175,9 +225,22 @@ fn run(cli: &Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    init_logging(cli.log_format, loaded.config.default.debug);
+    if let Err(e) = init_logging(cli, cli.debug || loaded.config.default.debug) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     for w in &loaded.warnings {
         tracing::warn!("{w}");
+    }
+    for (given, flag) in [
+        (cli.use_syslog, "--use-syslog"),
+        (cli.use_journal, "--use-journal"),
+        (cli.watch_log_file, "--watch-log-file"),
+        (cli.verbose, "--verbose"),
+    ] {
+        if given {
+            tracing::warn!("{flag} is an oslo.log option this agent accepts and ignores");
+        }
     }
     let agent = match Agent::new(Arc::new(loaded.config)) {
         Ok(a) => a,
