@@ -206,3 +206,45 @@ fn vlan_provider_without_tenant_exposure() {
             .any(|s| s.row.contains("cr-lrp-R9") && s.reason.contains("not found"))
     );
 }
+
+/// Southbound contents recorded from the lab (`scripts/lab/up.sh`, then
+/// `scripts/record-sb-snapshot.sh`): what ovn-northd and ovn-controller really write for the
+/// Neutron-shaped topology, not hand-written rows.
+#[test]
+fn recorded_lab_topology() {
+    let set = run_case("lab_recorded");
+    assert!(set.skipped.is_empty(), "{:?}", set.skipped);
+    // The provider VM bound on the lab chassis, both families.
+    assert_eq!(
+        ips_of(&set, ExposureKind::ProviderPort),
+        ips(&["172.24.4.20", "2001:db8::20"])
+    );
+    // The router gateway, with its MAC as neighbour and its IPv6 network proxied.
+    assert_eq!(
+        ips_of(&set, ExposureKind::GatewayPort),
+        ips(&["172.24.4.10", "2001:db8::a"])
+    );
+    assert_eq!(
+        set.ips[&"172.24.4.10".parse().unwrap()]
+            .lladdr
+            .unwrap()
+            .to_string(),
+        "fa:16:3e:00:00:01"
+    );
+    // The centralized FIP is in the gateway patch port's nat_addresses, resident on the cr-lrp.
+    assert_eq!(
+        ips_of(&set, ExposureKind::FloatingIp),
+        ips(&["172.24.4.100"])
+    );
+    // The tenant subnet and the tenant VM behind the gateway.
+    let subnets: Vec<_> = set
+        .subnets
+        .iter()
+        .map(|s| (s.router_ip.to_string(), s.via.to_string()))
+        .collect();
+    assert_eq!(
+        subnets,
+        [("10.0.0.1/24".to_owned(), "172.24.4.10".to_owned())]
+    );
+    assert_eq!(ips_of(&set, ExposureKind::TenantPort), ips(&["10.0.0.10"]));
+}
