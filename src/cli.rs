@@ -27,6 +27,29 @@ pub struct Cli {
     /// Log output format.
     #[arg(long = "log-format", global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// oslo.log `--debug`: log at debug level (as `[DEFAULT] debug = true`).
+    #[arg(short = 'd', long = "debug", global = true)]
+    pub debug: bool,
+    /// oslo.log `--log-file`: append logs to this file instead of stderr (relative paths are
+    /// taken inside `--log-dir` when given).
+    #[arg(long = "log-file", global = true, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+    /// oslo.log `--log-dir`: directory of `--log-file` (alone: `<dir>/ovn-bgp-agent.log`).
+    #[arg(long = "log-dir", global = true, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// oslo.log `--use-json`: same as `--log-format json`.
+    #[arg(long = "use-json", global = true)]
+    pub use_json: bool,
+    /// oslo.log flags deployment tools pass that have no meaning here; accepted so that the
+    /// agent starts with the same command line as upstream, and reported as ignored.
+    #[arg(long = "use-syslog", global = true, hide = true)]
+    pub use_syslog: bool,
+    #[arg(long = "use-journal", global = true, hide = true)]
+    pub use_journal: bool,
+    #[arg(long = "watch-log-file", global = true, hide = true)]
+    pub watch_log_file: bool,
+    #[arg(short = 'v', long = "verbose", global = true, hide = true)]
+    pub verbose: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -82,41 +105,116 @@ fn sources(cli: &Cli) -> ConfigSources {
     ConfigSources {
         config_files: cli.config_file.clone(),
         config_dirs: cli.config_dir.clone(),
+        // As upstream: with no --config-file/--config-dir, oslo's default locations.
+        oslo_default_search: true,
     }
 }
 
+/// `check-config`: the effective configuration, one `[section] key = value  (source)` line per
+/// option; warnings on stderr; failure on a bad value or a driver/backend this build cannot run.
 fn check_config(cli: &Cli) -> ExitCode {
-    match config::load::load(&sources(cli)) {
-        Ok(loaded) => {
-            for w in &loaded.warnings {
-                eprintln!("warning: {w}");
-            }
-            if let Err(e) = plugin::select(
-                &loaded.config.default.driver,
-                &loaded.config.default.exposing_method,
-            ) {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-            println!("{:#?}", loaded.config);
-            ExitCode::SUCCESS
-        }
+    let loaded = match config::load::load(&sources(cli)) {
+        Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
+            // One line per bad value.
+            for line in e.to_string().lines() {
+                eprintln!("error: {line}");
+            }
+            return ExitCode::FAILURE;
         }
+    };
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    print!("{}", effective_config_listing(&loaded));
+    if let Err(e) = plugin::select(
+        &loaded.config.default.driver,
+        &loaded.config.default.exposing_method,
+    ) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The `check-config` listing.
+pub fn effective_config_listing(loaded: &config::LoadedConfig) -> String {
+    let mut out = String::new();
+    if loaded.files.is_empty() {
+        out.push_str("# no configuration file read\n");
+    } else {
+        out.push_str("# files read, later overriding earlier:\n");
+        for f in &loaded.files {
+            out.push_str(&format!("#   {}\n", f.display()));
+        }
+    }
+    for p in &loaded.provenance {
+        out.push_str(&format!(
+            "[{}] {} = {}  ({})\n",
+            p.section,
+            p.key,
+            ini_value(&p.value),
+            p.origin
+        ));
+    }
+    if !loaded.no_effect.is_empty() {
+        out.push_str(
+            "# accepted for compatibility, no effect (oslo.log, oslo.privsep, oslo.concurrency):\n",
+        );
+        for n in &loaded.no_effect {
+            out.push_str(&format!(
+                "[{}] {} = {}  ({}; no effect)\n",
+                n.section,
+                n.key,
+                ini_value(&n.value),
+                n.origin
+            ));
+        }
+    }
+    out
+}
+
+/// A multi-line value as INI continuation lines.
+fn ini_value(value: &str) -> String {
+    value.replace('\n', "\n    ")
+}
+
+/// Where logs go: `--log-file`/`--log-dir` as oslo.log combines them, else stderr.
+fn log_path(cli: &Cli) -> Option<PathBuf> {
+    match (&cli.log_dir, &cli.log_file) {
+        (Some(dir), Some(file)) if file.is_relative() => Some(dir.join(file)),
+        (_, Some(file)) => Some(file.clone()),
+        (Some(dir), None) => Some(dir.join("ovn-bgp-agent.log")),
+        (None, None) => None,
     }
 }
 
-fn init_logging(format: LogFormat, debug: bool) {
+fn init_logging(cli: &Cli, debug: bool) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(if debug { "debug" } else { "info" }));
+    let json = cli.use_json || cli.log_format == LogFormat::Json;
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    match log_path(cli) {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| format!("--log-file {}: {e}", path.display()))?;
+            let builder = builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file));
+            if json {
+                builder.json().init()
+            } else {
+                builder.init()
+            }
+        }
+        None if json => builder.json().init(),
+        None => builder.init(),
     }
+    Ok(())
 }
 
 fn run(cli: &Cli) -> ExitCode {
@@ -127,9 +225,22 @@ fn run(cli: &Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    init_logging(cli.log_format, loaded.config.default.debug);
+    if let Err(e) = init_logging(cli, cli.debug || loaded.config.default.debug) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     for w in &loaded.warnings {
         tracing::warn!("{w}");
+    }
+    for (given, flag) in [
+        (cli.use_syslog, "--use-syslog"),
+        (cli.use_journal, "--use-journal"),
+        (cli.watch_log_file, "--watch-log-file"),
+        (cli.verbose, "--verbose"),
+    ] {
+        if given {
+            tracing::warn!("{flag} is an oslo.log option this agent accepts and ignores");
+        }
     }
     let agent = match Agent::new(Arc::new(loaded.config)) {
         Ok(a) => a,

@@ -74,6 +74,9 @@ pub struct BridgeWiring {
     pub physnets: BTreeSet<String>,
     /// VLAN tags of localnet ports of those physnets (one VLAN device each).
     pub vlans: BTreeSet<u16>,
+    /// Names of the localnet ports of those physnets: ovn-controller patches each into the
+    /// bridge as `patch-<localnet>-to-br-int`, the in_port of the MAC-tweak flows.
+    pub localnet_ports: BTreeSet<String>,
     /// 1-based position of the bridge in `ovn-bridge-mappings` (upstream's ARP/NDP helper address).
     pub index: u16,
 }
@@ -102,11 +105,16 @@ impl ExposureSet {
         self.ips.entry(exposed.ip).or_insert(exposed);
     }
 
+    /// Record a row that could not be used; the same problem found through two paths (e.g. a
+    /// shared `nat_addresses` entry) is recorded once.
     pub fn skip(&mut self, table: &str, row: impl Into<String>, reason: impl Into<String>) {
-        self.skipped.push(SkippedRow {
+        let skipped = SkippedRow {
             table: table.to_owned(),
             row: row.into(),
             reason: reason.into(),
-        });
+        };
+        if !self.skipped.contains(&skipped) {
+            self.skipped.push(skipped);
+        }
     }
 }

@@ -102,6 +102,14 @@ impl Agent {
                 skipped.reason
             );
         }
+        if let Err(e) = self.backend.observe(&exposures).await {
+            error!(
+                backend = self.backend_name,
+                reason = why,
+                "observing the system failed: {e}"
+            );
+            return;
+        }
         let desired = match self.backend.desired_system(&exposures) {
             Ok(d) => d,
             Err(e) => {

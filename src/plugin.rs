@@ -65,6 +65,13 @@ pub trait ExposureBackend: Send {
     /// router id from FRR, ...).
     async fn start(&mut self, ctx: &PluginContext) -> Result<(), PluginError>;
 
+    /// Gather the facts about the system that rendering needs and only the system knows (bridge
+    /// MACs, routing table numbers, FRR's router id). Called before every
+    /// [`ExposureBackend::desired_system`]; cheap when nothing changed.
+    async fn observe(&mut self, _exposures: &ExposureSet) -> Result<(), PluginError> {
+        Ok(())
+    }
+
     /// The objects that must exist for `exposures` (plus the base configuration: VRF, NIC, FRR
     /// leak configuration), with the scopes the reconciler owns.
     fn desired_system(&self, exposures: &ExposureSet) -> Result<DesiredSystem, PluginError>;
@@ -88,6 +95,23 @@ pub struct BackendRegistration {
     pub name: &'static str,
     pub description: &'static str,
     pub factory: BackendFactory,
+}
+
+impl std::fmt::Debug for DriverRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverRegistration")
+            .field("name", &self.name)
+            .field("supported_backends", &self.supported_backends)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for BackendRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendRegistration")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 inventory::collect!(DriverRegistration);

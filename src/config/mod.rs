@@ -2,13 +2,26 @@
 //! defaults as `ovn_bgp_agent/config.py`), plus the paths and device kinds upstream hard-codes,
 //! in sections of their own (`[frr]`, `[ovs]`, `[linux]`).
 //!
-//! Loading (INI via figment with oslo semantics, TOML, environment) lives in [`load`].
+//! Loading (INI via figment with oslo semantics, TOML, environment) lives in [`mod@load`]; the
+//! option table with types and meanings in [`schema`]; oslo's value types in [`value`]; oslo's
+//! INI dialect in [`ini`]; one source as a figment provider in [`layer`]; oslo's `$name`
+//! references in [`substitute`]. `docs/configuration.md` lists every option.
+//!
+//! A configuration from [`load()`] has been checked option by option ([`value`]): the AS
+//! number is digits (or asdot), the router id an IPv4 address, interface names valid Linux
+//! names, peer IPs and prefixes parse — safe to put in a vtysh command or a netlink request.
+//! A hand-built `AgentConfig` carries no such guarantee.
 
+pub mod ini;
+pub mod layer;
 pub mod load;
+pub mod schema;
+pub mod substitute;
+pub mod value;
 
 use serde::{Deserialize, Serialize};
 
-pub use load::{ConfigError, ConfigSources, LoadedConfig};
+pub use load::{ConfigError, ConfigSources, LoadedConfig, load, load_with_env};
 
 /// The whole effective configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -37,8 +50,10 @@ pub struct DefaultSection {
     pub driver: String,
     pub ovsdb_connection: String,
     pub ovsdb_connection_timeout: u64,
+    /// `bgp_AS`: `1..=4294967295` or asdot `A.B` (checked on load).
     #[serde(rename = "bgp_AS")]
     pub bgp_as: String,
+    /// An IPv4 address (checked on load).
     pub bgp_router_id: Option<String>,
     pub evpn_local_ip: Option<std::net::IpAddr>,
     pub evpn_nic: Option<String>,
@@ -91,7 +106,7 @@ pub enum TenantAdvertisement {
     Subnet,
 }
 
-/// `[ovn]` (SSL options also accepted in `[DEFAULT]`, their deprecated group).
+/// `[ovn]` (every option also accepted in `[DEFAULT]`, its deprecated group).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OvnSection {

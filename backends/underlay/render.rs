@@ -1,0 +1,372 @@
+//! Exposures → kernel, OVS and FRR objects for `exposing_method = underlay`
+//! (upstream-behaviour.md §1.0, acceptance rows A1-A10, B1-B6, C1-C7).
+//!
+//! Pure: everything the system has to tell (table numbers, bridge MACs, the router id) comes in
+//! as [`Facts`], so the same inputs always render the same [`DesiredSystem`].
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
+
+use crate::exposure::{BridgeWiring, ExposureSet, ProviderNetwork};
+use crate::system::{
+    AddressSpec, DesiredSystem, LinkKind, LinkSpec, NeighbourSpec, PortFlowSpec,
+    ProxyNeighbourSpec, RouteSpec, RouteType, RuleSelector, RuleSpec,
+};
+use crate::types::{InterfaceName, MacAddr};
+
+/// The cookie of every flow the agent installs on provider bridges (upstream's 999).
+pub const FLOW_COOKIE: u64 = 999;
+/// Priority of the MAC-tweak flows.
+pub const MAC_TWEAK_PRIORITY: u16 = 900;
+
+/// Link kind of the VRF stand-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VrfKind {
+    /// A real VRF bound to the table (production).
+    Vrf,
+    /// A Linux bridge (kernels without VRF support): routes stay in the main table and FRR
+    /// redistributes bgp-nic's connected routes from the default instance.
+    Bridge,
+}
+
+/// Link kind of the NIC carrying the exposed addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NicKind {
+    Dummy,
+    Ifb,
+}
+
+/// The configuration the renderer needs, validated once at start.
+#[derive(Debug, Clone)]
+pub struct UnderlaySettings {
+    pub bgp_nic: InterfaceName,
+    pub bgp_vrf: InterfaceName,
+    pub vrf_table: u32,
+    pub vrf_kind: VrfKind,
+    pub nic_kind: NicKind,
+    pub rule_priority: u32,
+}
+
+impl UnderlaySettings {
+    /// Validate the options the underlay backend uses; errors name the section and key.
+    pub fn from_config(config: &crate::config::AgentConfig) -> Result<Self, String> {
+        let d = &config.default;
+        let l = &config.linux;
+        let iface = |key: &str, value: &str| {
+            InterfaceName::new(value).map_err(|e| format!("[DEFAULT] {key}: {e}"))
+        };
+        let vrf_kind = match l.vrf_device_kind.as_str() {
+            "vrf" => VrfKind::Vrf,
+            "bridge" => VrfKind::Bridge,
+            other => {
+                return Err(format!(
+                    "[linux] vrf_device_kind = {other:?}: expected vrf or bridge"
+                ));
+            }
+        };
+        let nic_kind = match l.nic_device_kind.as_str() {
+            "dummy" => NicKind::Dummy,
+            "ifb" => NicKind::Ifb,
+            other => {
+                return Err(format!(
+                    "[linux] nic_device_kind = {other:?}: expected dummy or ifb"
+                ));
+            }
+        };
+        Ok(Self {
+            bgp_nic: iface("bgp_nic", &d.bgp_nic)?,
+            bgp_vrf: iface("bgp_vrf", &d.bgp_vrf)?,
+            vrf_table: d.bgp_vrf_table_id,
+            vrf_kind,
+            nic_kind,
+            rule_priority: l.rule_priority,
+        })
+    }
+}
+
+/// What the system told the backend.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Routing table per provider bridge (from the rt_tables file).
+    pub tables: BTreeMap<InterfaceName, u32>,
+    /// MAC address of each provider bridge's own device (MAC-tweak flow target).
+    pub bridge_macs: BTreeMap<InterfaceName, MacAddr>,
+}
+
+/// `169.254.` / `fd53:d91e:400:7f17::` helper addresses that make the bridge answer ARP/NDP.
+fn arp_ndp_helpers(index: u16, last: u16) -> [IpNet; 2] {
+    let k = (index % 256) as u8;
+    let v4 = Ipv4Addr::new(169, 254, k, (last % 256) as u8);
+    let v6 = Ipv6Addr::new(0xfd53, 0xd91e, 0x0400, 0x7f17, 0, 0, index, last % 256);
+    [IpNet::from(IpAddr::V4(v4)), IpNet::from(IpAddr::V6(v6))]
+}
+
+/// `<bridge[:10]>.<vlan>`, upstream's VLAN device name (fits IFNAMSIZ with `.4094`).
+pub fn vlan_device_name(bridge: &InterfaceName, vlan: u16) -> InterfaceName {
+    let prefix: String = bridge.as_str().chars().take(10).collect();
+    InterfaceName::new(format!("{prefix}.{vlan}")).expect("10 valid chars + .NNNN is a valid name")
+}
+
+/// The device traffic for a provider network leaves through: the bridge, or its VLAN device.
+fn provider_device(provider: &ProviderNetwork) -> InterfaceName {
+    match provider.vlan {
+        Some(vlan) => vlan_device_name(&provider.bridge, vlan),
+        None => provider.bridge.clone(),
+    }
+}
+
+fn host_prefix(ip: IpAddr) -> IpNet {
+    IpNet::from(ip)
+}
+
+fn proxy_sysctls(out: &mut DesiredSystem, dev: &InterfaceName) {
+    // Keys are paths under /proc/sys, so a device name with a dot needs no escaping.
+    out.sysctls
+        .insert(format!("net/ipv4/conf/{dev}/proxy_arp"), "1".to_owned());
+    out.sysctls
+        .insert(format!("net/ipv6/conf/{dev}/proxy_ndp"), "1".to_owned());
+}
+
+struct Renderer<'a> {
+    settings: &'a UnderlaySettings,
+    facts: &'a Facts,
+    out: DesiredSystem,
+    problems: Vec<String>,
+}
+
+/// Render the desired system; `problems` lists what could not be rendered (a bridge without a
+/// table number, say) — the rest is still rendered.
+pub fn render(
+    settings: &UnderlaySettings,
+    facts: &Facts,
+    exposures: &ExposureSet,
+) -> (DesiredSystem, Vec<String>) {
+    let mut r = Renderer {
+        settings,
+        facts,
+        out: DesiredSystem::default(),
+        problems: Vec::new(),
+    };
+    r.base();
+    for wiring in exposures.bridges.values() {
+        r.bridge(wiring);
+    }
+    for exposed in exposures.ips.values() {
+        let host = host_prefix(exposed.ip);
+        r.out.addresses.insert(AddressSpec {
+            dev: settings.bgp_nic.clone(),
+            addr: host,
+        });
+        let Some(provider) = &exposed.provider else {
+            continue;
+        };
+        let Some(table) = r.table_of(&provider.bridge, &exposed.source) else {
+            continue;
+        };
+        let dev = provider_device(provider);
+        r.out.rules.insert(RuleSpec {
+            selector: RuleSelector::To(host),
+            table,
+            priority: settings.rule_priority,
+        });
+        r.out.routes.insert(RouteSpec {
+            table,
+            dst: host,
+            route_type: RouteType::Unicast,
+            via: None,
+            dev: Some(dev.clone()),
+            scope_link: exposed.ip.is_ipv4(),
+            metric: None,
+        });
+        if let Some(lladdr) = exposed.lladdr {
+            r.out.neighbours.insert(NeighbourSpec {
+                dev: dev.clone(),
+                ip: exposed.ip,
+                lladdr,
+            });
+        }
+        for net in &exposed.ndp_proxy {
+            r.out.proxy_neighbours.insert(ProxyNeighbourSpec {
+                dev: dev.clone(),
+                ip: net.network(),
+            });
+        }
+    }
+    for subnet in &exposures.subnets {
+        let Some(table) = r.table_of(&subnet.provider.bridge, &subnet.source) else {
+            continue;
+        };
+        // Upstream's rule key is the router interface address with its mask (`to 10.0.0.1/24`).
+        r.out.rules.insert(RuleSpec {
+            selector: RuleSelector::To(subnet.router_ip),
+            table,
+            priority: settings.rule_priority,
+        });
+        r.out.routes.insert(RouteSpec {
+            table,
+            dst: subnet.router_ip.trunc(),
+            route_type: RouteType::Unicast,
+            via: Some(subnet.via),
+            dev: Some(provider_device(&subnet.provider)),
+            scope_link: false,
+            metric: None,
+        });
+    }
+    (r.out, r.problems)
+}
+
+impl Renderer<'_> {
+    fn table_of(&mut self, bridge: &InterfaceName, source: &str) -> Option<u32> {
+        let table = self.facts.tables.get(bridge).copied();
+        if table.is_none() {
+            self.problems.push(format!(
+                "{source}: no routing table for bridge {bridge}; not wired"
+            ));
+        }
+        table
+    }
+
+    /// VRF + NIC, and the ownership scopes every underlay reconcile has.
+    fn base(&mut self) {
+        let s = self.settings;
+        let vrf_kind = match s.vrf_kind {
+            VrfKind::Vrf => LinkKind::Vrf { table: s.vrf_table },
+            VrfKind::Bridge => LinkKind::Bridge,
+        };
+        self.out.links.insert(LinkSpec {
+            name: s.bgp_vrf.clone(),
+            kind: vrf_kind,
+            master: None,
+            mac: None,
+            up: true,
+        });
+        self.out.links.insert(LinkSpec {
+            name: s.bgp_nic.clone(),
+            kind: match s.nic_kind {
+                NicKind::Dummy => LinkKind::Dummy,
+                NicKind::Ifb => LinkKind::Ifb,
+            },
+            master: Some(s.bgp_vrf.clone()),
+            mac: None,
+            up: true,
+        });
+        let own = &mut self.out.ownership;
+        own.address_devices.insert(s.bgp_nic.clone());
+        own.flow_cookies.insert(FLOW_COOKIE);
+        own.link_names.insert(s.bgp_vrf.clone());
+        own.link_names.insert(s.bgp_nic.clone());
+    }
+
+    fn bridge(&mut self, wiring: &BridgeWiring) {
+        let bridge = &wiring.bridge;
+        let Some(table) = self.table_of(bridge, &format!("bridge {bridge}")) else {
+            return;
+        };
+        let own = &mut self.out.ownership;
+        own.tables.insert(table);
+        own.neighbour_devices.insert(bridge.clone());
+        // Default routes: everything looked up in the bridge table leaves through the bridge.
+        for (dst, scope_link) in [("0.0.0.0/0", true), ("::/0", false)] {
+            self.out.routes.insert(RouteSpec {
+                table,
+                dst: dst.parse().expect("literal prefix"),
+                route_type: RouteType::Unicast,
+                via: None,
+                dev: Some(bridge.clone()),
+                scope_link,
+                metric: None,
+            });
+        }
+        for addr in arp_ndp_helpers(wiring.index, wiring.index) {
+            self.out.addresses.insert(AddressSpec {
+                dev: bridge.clone(),
+                addr,
+            });
+        }
+        proxy_sysctls(&mut self.out, bridge);
+        for vlan in &wiring.vlans {
+            let dev = vlan_device_name(bridge, *vlan);
+            self.out.links.insert(LinkSpec {
+                name: dev.clone(),
+                kind: LinkKind::Vlan {
+                    parent: bridge.clone(),
+                    id: *vlan,
+                },
+                master: None,
+                mac: None,
+                up: true,
+            });
+            self.out.ownership.link_names.insert(dev.clone());
+            self.out.ownership.neighbour_devices.insert(dev.clone());
+            for addr in arp_ndp_helpers(wiring.index, *vlan) {
+                self.out.addresses.insert(AddressSpec {
+                    dev: dev.clone(),
+                    addr,
+                });
+            }
+            proxy_sysctls(&mut self.out, &dev);
+        }
+        let Some(mac) = self.facts.bridge_macs.get(bridge) else {
+            self.problems.push(format!(
+                "bridge {bridge}: MAC address unknown (device missing?); MAC-tweak flows not installed"
+            ));
+            return;
+        };
+        for localnet in &wiring.localnet_ports {
+            for family in ["ip", "ipv6"] {
+                self.out.flows.insert(PortFlowSpec {
+                    bridge: bridge.clone(),
+                    in_port: format!("patch-{localnet}-to-br-int"),
+                    cookie: FLOW_COOKIE,
+                    priority: MAC_TWEAK_PRIORITY,
+                    matches: family.to_owned(),
+                    actions: format!("mod_dl_dst:{mac},NORMAL"),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helper_addresses_match_upstream() {
+        let [v4, v6] = arp_ndp_helpers(1, 1);
+        assert_eq!(v4.to_string(), "169.254.1.1/32");
+        assert_eq!(v6.to_string(), "fd53:d91e:400:7f17::1:1/128");
+        let [v4, v6] = arp_ndp_helpers(1, 100);
+        assert_eq!(v4.to_string(), "169.254.1.100/32");
+        assert_eq!(v6.to_string(), "fd53:d91e:400:7f17::1:64/128");
+    }
+
+    #[test]
+    fn settings_are_validated_with_section_and_key() {
+        let mut config = crate::config::AgentConfig::default();
+        let s = UnderlaySettings::from_config(&config).unwrap();
+        assert_eq!(
+            (s.vrf_kind, s.nic_kind, s.vrf_table),
+            (VrfKind::Vrf, NicKind::Dummy, 10)
+        );
+        config.linux.vrf_device_kind = "bridge".into();
+        config.linux.nic_device_kind = "ifb".into();
+        let s = UnderlaySettings::from_config(&config).unwrap();
+        assert_eq!((s.vrf_kind, s.nic_kind), (VrfKind::Bridge, NicKind::Ifb));
+        config.default.bgp_nic = "bgp nic;x".into();
+        let e = UnderlaySettings::from_config(&config).unwrap_err();
+        assert!(e.starts_with("[DEFAULT] bgp_nic:"), "{e}");
+        config.default.bgp_nic = "bgp-nic".into();
+        config.linux.vrf_device_kind = "macvlan".into();
+        let e = UnderlaySettings::from_config(&config).unwrap_err();
+        assert!(e.contains("[linux] vrf_device_kind"), "{e}");
+    }
+
+    #[test]
+    fn vlan_device_names_fit_ifnamsiz() {
+        let br = InterfaceName::new("br-provider1").unwrap();
+        assert_eq!(vlan_device_name(&br, 4094).as_str(), "br-provide.4094");
+    }
+}

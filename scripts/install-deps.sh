@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the lab and the tests need, only when something is missing.
+set -euo pipefail
+need=()
+command -v ovsdb-server >/dev/null || need+=(openvswitch-switch)
+command -v ovs-vswitchd >/dev/null || need+=(openvswitch-switch)
+command -v ovn-northd >/dev/null || need+=(ovn-central)
+command -v ovn-controller >/dev/null || need+=(ovn-host)
+[ -x /usr/lib/frr/bgpd ] || need+=(frr)
+command -v ip >/dev/null || need+=(iproute2)
+if [ "${#need[@]}" -gt 0 ]; then
+    echo "installing: ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+for bin in ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovn-northd ovn-controller ovn-nbctl ovn-sbctl vtysh ip; do
+    command -v "$bin" >/dev/null || { echo "missing $bin after install" >&2; exit 1; }
+done
+frr_version=$(dpkg-query -W -f '${Version}' frr 2>/dev/null || echo unknown)
+echo "system packages present: $(ovs-vswitchd --version | head -1); $(ovn-northd --version | head -1); frr $frr_version"

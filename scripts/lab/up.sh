@@ -1,0 +1,522 @@
+#!/usr/bin/env bash
+# Bring up a complete ovn-bgp-agent lab on this machine, from nothing:
+#   OVN NB+SB ovsdb-servers, ovn-northd, a local OVS (userspace datapath, br-int + br-ex),
+#   ovn-controller, two FRR instances (chassis AS 64999, ToR AS 65000) in two network namespaces
+#   peering over a veth pair, and a Neutron-shaped topology bound on the chassis.
+# Writes $LAB_DIR/bgp-agent.conf for the agent and $LAB_DIR/lab.env (KEY=VALUE) for tests.
+# Re-running tears the previous lab (same LAB_DIR) down first. Stop with scripts/lab/down.sh.
+set -euo pipefail
+
+LAB_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lab/lib.sh
+source "$LAB_SCRIPTS/lib.sh"
+
+STEP="start"
+trap 'printf "[lab] ERROR: step \"%s\" failed at line %s: %s\n" "$STEP" "$LINENO" "$BASH_COMMAND" >&2' ERR
+
+step() {
+    STEP=$*
+    log "$*"
+}
+
+[[ $(id -u) -eq 0 ]] || die "up.sh must run as root (it creates network namespaces and starts OVS/FRR)"
+# Unix socket paths are limited to 107 bytes; the longest is $VTY_CHASSIS/zserv.api.
+((${#LAB_DIR} <= 64)) || die "LAB_DIR is too long for unix socket paths (${#LAB_DIR} > 64 chars): $LAB_DIR"
+[[ $LAB_DIR = /* ]] || die "LAB_DIR must be an absolute path: $LAB_DIR"
+[[ $LAB_NS_PREFIX =~ ^[a-zA-Z0-9_.-]{1,16}$ ]] || die "LAB_NS_PREFIX must be 1-16 of [a-zA-Z0-9_.-]: $LAB_NS_PREFIX"
+
+# start_daemon NAME LOGFILE COMMAND...: run a self-daemonizing COMMAND; its output before it
+# detaches goes to <LOGFILE without .log>.startup.log; on failure show both logs and stop.
+start_daemon() {
+    local name=$1 logfile=$2
+    shift 2
+    "$@" >"${logfile%.log}.startup.log" 2>&1 ||
+        die_with_log "$name did not start ($*)" "${logfile%.log}.startup.log" "$logfile"
+}
+
+# ---------------------------------------------------------------------------------------------
+step "checking packages"
+need_install=0
+for bin in ovsdb-server ovs-vswitchd ovs-vsctl ovsdb-tool ovn-northd ovn-controller ovn-nbctl ovn-sbctl \
+    "$FRR_BIN/zebra" "$FRR_BIN/bgpd" "$VTYSH" ip; do
+    if ! command -v "$bin" >/dev/null 2>&1; then
+        log "missing $bin"
+        need_install=1
+    fi
+done
+if ((need_install)); then
+    step "installing Debian packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y openvswitch-switch ovn-central ovn-host frr iproute2
+fi
+modprobe ifb 2>/dev/null || true
+
+# ---------------------------------------------------------------------------------------------
+if [[ -e $LAB_DIR ]]; then
+    step "tearing down the previous lab in $LAB_DIR"
+    "$LAB_SCRIPTS/down.sh"
+fi
+if [[ -e $LAB_DIR ]] && [[ -n $(ls -A "$LAB_DIR") ]]; then
+    die "$LAB_DIR exists, is not empty and was not created by up.sh; choose another LAB_DIR"
+fi
+for ns in "$NS_CHASSIS" "$NS_TOR"; do
+    netns_exists "$ns" && die "network namespace $ns already exists but no lab owns it in $LAB_DIR;" \
+        "delete it (ip netns del $ns) or choose another LAB_NS_PREFIX"
+done
+
+# ovsdb-server keeps running when it cannot listen (it only logs and retries), so a taken port
+# would go unnoticed: refuse it up front.
+for port in "$LAB_NB_TCP_PORT" "$LAB_SB_TCP_PORT"; do
+    [[ -z $(ss -Htln "sport = :$port") ]] ||
+        die "TCP port $port is already in use; choose free ports with LAB_NB_TCP_PORT/LAB_SB_TCP_PORT"
+done
+
+step "creating $LAB_DIR"
+mkdir -p "$LAB_DIR"
+touch "$LAB_DIR/$LAB_MARKER"
+mkdir -p "$OVN_DIR" "$OVS_DIR" "$VTY_CHASSIS" "$VTY_TOR"
+cat >"$LAB_ENV" <<EOF
+LAB_DIR=$LAB_DIR
+LAB_NS_PREFIX=$LAB_NS_PREFIX
+EOF
+
+# ---------------------------------------------------------------------------------------------
+step "creating netns $NS_CHASSIS and $NS_TOR with a veth link"
+# Each namespace is recorded right after it was created, so down.sh deletes exactly these (also
+# after a failed up.sh) and never one somebody else created.
+ip netns add "$NS_CHASSIS"
+echo "NS_CHASSIS=$NS_CHASSIS" >>"$LAB_ENV"
+ip netns add "$NS_TOR"
+echo "NS_TOR=$NS_TOR" >>"$LAB_ENV"
+for ns in "$NS_CHASSIS" "$NS_TOR"; do
+    # Both are routers: forward like the hosts they stand for.
+    # (through /proc: procps' sysctl is not on every fresh machine)
+    ip netns exec "$ns" sh -c 'echo 1 >/proc/sys/net/ipv4/ip_forward && echo 1 >/proc/sys/net/ipv6/conf/all/forwarding'
+done
+ip -n "$NS_CHASSIS" link set lo up
+ip -n "$NS_TOR" link set lo up
+# Both ends are created directly inside the namespaces: the host netns is never touched.
+ip -n "$NS_CHASSIS" link add "$LINK_CHASSIS_IF" type veth peer name "$LINK_TOR_IF" netns "$NS_TOR"
+ip -n "$NS_CHASSIS" addr add "$CHASSIS_IP4/$LINK_PLEN4" dev "$LINK_CHASSIS_IF"
+ip -n "$NS_CHASSIS" addr add "$CHASSIS_IP6/$LINK_PLEN6" dev "$LINK_CHASSIS_IF" nodad
+ip -n "$NS_TOR" addr add "$TOR_IP4/$LINK_PLEN4" dev "$LINK_TOR_IF"
+ip -n "$NS_TOR" addr add "$TOR_IP6/$LINK_PLEN6" dev "$LINK_TOR_IF" nodad
+ip -n "$NS_CHASSIS" link set "$LINK_CHASSIS_IF" up
+ip -n "$NS_TOR" link set "$LINK_TOR_IF" up
+
+ovs_env
+
+# ---------------------------------------------------------------------------------------------
+step "starting OVN NB and SB ovsdb-servers"
+ovsdb-tool create "$NB_DB" /usr/share/ovn/ovn-nb.ovsschema
+ovsdb-tool create "$SB_DB" /usr/share/ovn/ovn-sb.ovsschema
+start_ovn_db() { # name db sock port
+    local name=$1 db=$2 sock=$3 port=$4
+    start_daemon "$name" "$OVN_DIR/$name.log" ovsdb-server "$db" --detach --no-chdir \
+        --pidfile="$OVN_DIR/$name.pid" --log-file="$OVN_DIR/$name.log" \
+        --unixctl="$OVN_DIR/$name.ctl" \
+        --remote="punix:$sock" --remote="ptcp:$port:127.0.0.1"
+}
+start_ovn_db ovsdb-server-nb "$NB_DB" "$NB_SOCK" "$LAB_NB_TCP_PORT"
+start_ovn_db ovsdb-server-sb "$SB_DB" "$SB_SOCK" "$LAB_SB_TCP_PORT"
+nbctl --no-wait init
+
+step "starting ovn-northd"
+start_daemon ovn-northd "$OVN_DIR/ovn-northd.log" \
+    ovn-northd --detach --no-chdir --pidfile="$OVN_DIR/ovn-northd.pid" --log-file="$OVN_DIR/ovn-northd.log" \
+    --unixctl="$OVN_DIR/ovn-northd.ctl" --ovnnb-db="unix:$NB_SOCK" --ovnsb-db="unix:$SB_SOCK"
+
+# ---------------------------------------------------------------------------------------------
+step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, userspace datapath)"
+ovsdb-tool create "$OVS_DB" /usr/share/openvswitch/vswitch.ovsschema
+start_daemon "ovsdb-server (conf.db)" "$OVS_DIR/ovsdb-server.log" \
+    ovsdb-server "$OVS_DB" --detach --no-chdir \
+    --pidfile="$OVS_DIR/ovsdb-server.pid" --log-file="$OVS_DIR/ovsdb-server.log" \
+    --unixctl="$OVS_DIR/ovsdb-server.ctl" --remote="punix:$OVS_SOCK"
+vsctl --no-wait init
+vsctl --no-wait set Open_vSwitch . \
+    "external_ids:system-id=$CHASSIS_NAME" \
+    "external_ids:hostname=$CHASSIS_HOSTNAME" \
+    "external_ids:ovn-remote=unix:$SB_SOCK" \
+    external_ids:ovn-encap-type=geneve \
+    "external_ids:ovn-encap-ip=$CHASSIS_IP4" \
+    external_ids:ovn-bridge-mappings=public:br-ex \
+    external_ids:ovn-bridge-datapath-type=netdev
+start_daemon ovs-vswitchd "$OVS_DIR/ovs-vswitchd.log" \
+    ip netns exec "$NS_CHASSIS" ovs-vswitchd "unix:$OVS_SOCK" --detach --no-chdir \
+    --pidfile="$OVS_DIR/ovs-vswitchd.pid" --log-file="$OVS_DIR/ovs-vswitchd.log" \
+    --unixctl="$OVS_DIR/ovs-vswitchd.ctl"
+
+step "creating br-int and br-ex (datapath_type=netdev)"
+# Without --no-wait, ovs-vsctl returns once ovs-vswitchd has created the bridges.
+vsctl -- --may-exist add-br br-int \
+    -- set Bridge br-int datapath_type=netdev fail_mode=secure other_config:disable-in-band=true \
+    -- --may-exist add-br br-ex -- set Bridge br-ex datapath_type=netdev ||
+    die_with_log "ovs-vswitchd did not create the bridges" "$OVS_DIR/ovs-vswitchd.log"
+ip -n "$NS_CHASSIS" link set br-ex up
+
+# ---------------------------------------------------------------------------------------------
+step "starting ovn-controller in $NS_CHASSIS"
+start_daemon ovn-controller "$OVN_DIR/ovn-controller.log" \
+    ip netns exec "$NS_CHASSIS" ovn-controller "unix:$OVS_SOCK" --detach --no-chdir \
+    --pidfile="$OVN_DIR/ovn-controller.pid" --log-file="$OVN_DIR/ovn-controller.log"
+chassis_registered() { [[ -n $(sbctl --bare --columns=_uuid find Chassis "name=$CHASSIS_NAME") ]]; }
+wait_until "SB Chassis $CHASSIS_NAME" "$OVN_DIR/ovn-controller.log:$OVN_DIR/ovsdb-server-sb.log" chassis_registered
+
+# ---------------------------------------------------------------------------------------------
+# Each FRR daemon reads its own part of the configuration at start (-f), like a production FRR
+# reads /etc/frr/frr.conf at boot: no vtysh apply step (bgpd holds peers for seconds after a
+# vtysh -f), and a restarted daemon comes back with the operator configuration and without what
+# the agent added at run time, exactly as in production.
+write_frr_configs() {
+    local chassis=$FRR_CHASSIS_DIR tor=$FRR_TOR_DIR
+
+    # The chassis: what an operator provides (upstream etc/frr/frr.conf style). The agent only
+    # adds the leak configuration (router bgp 64999 vrf bgp-vrf + import vrf bgp-vrf).
+    #
+    # Stand-in for the VRF leak (this kernel has no VRF module): the agent's bgp-vrf is a bridge
+    # and bgp-nic an ifb in the default VRF, so the addresses the agent puts on bgp-nic are
+    # connected routes of the default VRF, and its routes "dev bgp-nic table $BGP_VRF_TABLE_ID"
+    # (subnet mode) are kernel routes of that table, imported into zebra. lab-bgp-nic-only
+    # redistributes exactly what sits on bgp-nic, nothing else. With a real VRF these match
+    # nothing and the agent's leak configuration does the work.
+    local bgp_nic_only='route-map lab-bgp-nic-only permit 10
+ match interface bgp-nic
+exit'
+    cat >"$chassis/zebra.conf" <<EOF
+frr defaults traditional
+hostname ${NS_CHASSIS}
+log timestamp precision 3
+!
+$bgp_nic_only
+!
+! Table $BGP_VRF_TABLE_ID is imported without its default route: the agent puts an "unreachable
+! default" there, which would otherwise beat the default route learned from the ToR. (Imported
+! routes are also installed in the main table; they only ever point at bgp-nic.)
+ip prefix-list lab-default-route seq 5 permit 0.0.0.0/0
+route-map lab-table-import deny 5
+ match ip address prefix-list lab-default-route
+exit
+route-map lab-table-import permit 10
+exit
+ip import-table $BGP_VRF_TABLE_ID route-map lab-table-import
+!
+ip nht resolve-via-default
+EOF
+    cat >"$chassis/bgpd.conf" <<EOF
+frr defaults traditional
+hostname ${NS_CHASSIS}
+log timestamp precision 3
+!
+$bgp_nic_only
+!
+router bgp ${CHASSIS_AS}
+ bgp router-id ${CHASSIS_IP4}
+ bgp log-neighbor-changes
+ no bgp default ipv4-unicast
+ no bgp ebgp-requires-policy
+ neighbor uplink peer-group
+ neighbor uplink remote-as ${TOR_AS}
+ neighbor uplink timers 3 10
+ neighbor uplink timers connect 1
+ neighbor uplink advertisement-interval 0
+ neighbor ${TOR_IP4} peer-group uplink
+ !
+ address-family ipv4 unicast
+  redistribute connected route-map lab-bgp-nic-only
+  redistribute table ${BGP_VRF_TABLE_ID} route-map lab-bgp-nic-only
+  neighbor uplink activate
+ exit-address-family
+ !
+ address-family ipv6 unicast
+  redistribute connected route-map lab-bgp-nic-only
+  neighbor uplink activate
+ exit-address-family
+exit
+EOF
+
+    cat >"$tor/zebra.conf" <<EOF
+frr defaults traditional
+hostname ${NS_TOR}
+log timestamp precision 3
+EOF
+    cat >"$tor/bgpd.conf" <<EOF
+frr defaults traditional
+hostname ${NS_TOR}
+log timestamp precision 3
+!
+router bgp ${TOR_AS}
+ bgp router-id ${TOR_IP4}
+ bgp log-neighbor-changes
+ no bgp default ipv4-unicast
+ no bgp ebgp-requires-policy
+ neighbor chassis peer-group
+ neighbor chassis remote-as ${CHASSIS_AS}
+ neighbor chassis timers 3 10
+ neighbor chassis timers connect 1
+ neighbor chassis advertisement-interval 0
+ neighbor ${CHASSIS_IP4} peer-group chassis
+ !
+ address-family ipv4 unicast
+  neighbor chassis activate
+  neighbor chassis default-originate
+ exit-address-family
+ !
+ address-family ipv6 unicast
+  neighbor chassis activate
+  neighbor chassis default-originate
+ exit-address-family
+exit
+EOF
+    local dir
+    for dir in "$chassis" "$tor"; do
+        # vtysh (run with --config_dir DIR) reads this; "write memory" would write DIR/frr.conf.
+        echo "service integrated-vtysh-config" >"$dir/vtysh.conf"
+    done
+}
+
+# frr_start NAME NETNS DIR: zebra + bgpd of one FRR instance, run as user frr inside NETNS, with
+# their configuration, sockets, pid files and logs in DIR.
+frr_start() {
+    local name=$1 ns=$2 dir=$3 run=$3/run daemon
+    chown -R frr:frr "$dir"
+    runuser -u frr -- test -w "$run" ||
+        die "user frr cannot write $run: every parent of LAB_DIR must be searchable by others"
+    for daemon in zebra bgpd; do
+        local -a extra=()
+        [[ $daemon = zebra ]] && extra=(-s 8388608)
+        # -P 0: no TCP vty; -z: private zserv socket; --vty_socket: private vty socket dir.
+        start_daemon "$name $daemon" "$dir/$daemon.log" \
+            ip netns exec "$ns" "$FRR_BIN/$daemon" -d -u frr -g frr -P 0 "${extra[@]}" \
+            --vty_socket "$run" -z "$run/zserv.api" -i "$run/$daemon.pid" \
+            -f "$dir/$daemon.conf" --log "file:$dir/$daemon.log"
+        wait_until "$name $daemon vty" "$dir/$daemon.log" \
+            "$VTYSH" --vty_socket "$run" --config_dir "$dir" -d "$daemon" -c "show version"
+    done
+}
+
+step "starting FRR of the ToR ($NS_TOR, AS $TOR_AS) and of the chassis ($NS_CHASSIS, AS $CHASSIS_AS)"
+write_frr_configs
+frr_start tor "$NS_TOR" "$FRR_TOR_DIR"
+frr_start chassis "$NS_CHASSIS" "$FRR_CHASSIS_DIR"
+
+# ---------------------------------------------------------------------------------------------
+step "writing the Neutron-shaped topology to NB"
+ext() { printf 'external_ids:"%s"="%s"' "$1" "$2"; } # ext KEY VALUE -> external_ids:"KEY"="VALUE"
+PUBLIC_LS=neutron-$NET_PUBLIC_ID
+PRIVATE_LS=neutron-$NET_PRIVATE_ID
+ROUTER=neutron-$ROUTER_ID
+nbctl \
+    -- set NB_Global . "$(ext neutron:fip-distributed False)" \
+    -- ls-add "$PUBLIC_LS" \
+    -- set Logical_Switch "$PUBLIC_LS" "$(ext neutron:network_name public)" "$(ext neutron:mtu 1500)" \
+    "$(ext neutron:revision_number 1)" "$(ext neutron:availability_zone_hints '')" \
+    -- lsp-add "$PUBLIC_LS" "provnet-$SEG_PUBLIC_ID" \
+    -- lsp-set-type "provnet-$SEG_PUBLIC_ID" localnet \
+    -- lsp-set-addresses "provnet-$SEG_PUBLIC_ID" unknown \
+    -- lsp-set-options "provnet-$SEG_PUBLIC_ID" network_name=public mcast_flood=false mcast_flood_reports=true \
+    -- ls-add "$PRIVATE_LS" \
+    -- set Logical_Switch "$PRIVATE_LS" "$(ext neutron:network_name private)" "$(ext neutron:mtu 1442)" \
+    "$(ext neutron:revision_number 1)" \
+    -- lr-add "$ROUTER" \
+    -- set Logical_Router "$ROUTER" "$(ext neutron:router_name router1)" "$(ext neutron:gw_port_id "$GW_PORT_ID")" \
+    "$(ext neutron:revision_number 3)" "$(ext neutron:availability_zone_hints '')" \
+    options:always_learn_from_arp_request=false options:dynamic_neigh_routers=true \
+    -- lrp-add "$ROUTER" "lrp-$GW_PORT_ID" "$GW_MAC" "$GW_IP4/24" "$GW_IP6/64" \
+    -- set Logical_Router_Port "lrp-$GW_PORT_ID" "$(ext neutron:network_name "$PUBLIC_LS")" \
+    "$(ext neutron:router_name "$ROUTER_ID")" "$(ext neutron:is_ext_gw True)" \
+    "$(ext neutron:subnet_ids "$SUBNET_PUBLIC4_ID $SUBNET_PUBLIC6_ID")" "$(ext neutron:revision_number 3)" \
+    -- lrp-set-gateway-chassis "lrp-$GW_PORT_ID" "$CHASSIS_NAME" 1 \
+    -- lsp-add "$PUBLIC_LS" "$GW_PORT_ID" \
+    -- lsp-set-type "$GW_PORT_ID" router \
+    -- lsp-set-addresses "$GW_PORT_ID" router \
+    -- lsp-set-options "$GW_PORT_ID" "router-port=lrp-$GW_PORT_ID" nat-addresses=router exclude-lb-vips-from-garp=true \
+    -- set Logical_Switch_Port "$GW_PORT_ID" "$(ext neutron:cidrs "$GW_IP4/24 $GW_IP6/64")" \
+    "$(ext neutron:device_owner network:router_gateway)" "$(ext neutron:device_id "$ROUTER_ID")" \
+    "$(ext neutron:network_name "$PUBLIC_LS")" "$(ext neutron:port_name '')" \
+    "$(ext neutron:project_id '')" "$(ext neutron:revision_number 3)" \
+    -- lr-route-add "$ROUTER" 0.0.0.0/0 "$PUBLIC_GW4" \
+    -- lr-route-add "$ROUTER" ::/0 "$PUBLIC_GW6" \
+    -- lrp-add "$ROUTER" "lrp-$RI_PORT_ID" "$RI_MAC" "$RI_IP4/24" \
+    -- set Logical_Router_Port "lrp-$RI_PORT_ID" "$(ext neutron:network_name "$PRIVATE_LS")" \
+    "$(ext neutron:router_name "$ROUTER_ID")" "$(ext neutron:subnet_ids "$SUBNET_PRIVATE_ID")" \
+    "$(ext neutron:revision_number 2)" \
+    -- lsp-add "$PRIVATE_LS" "$RI_PORT_ID" \
+    -- lsp-set-type "$RI_PORT_ID" router \
+    -- lsp-set-addresses "$RI_PORT_ID" router \
+    -- lsp-set-options "$RI_PORT_ID" "router-port=lrp-$RI_PORT_ID" \
+    -- set Logical_Switch_Port "$RI_PORT_ID" "$(ext neutron:cidrs "$RI_IP4/24")" \
+    "$(ext neutron:device_owner network:router_interface)" "$(ext neutron:device_id "$ROUTER_ID")" \
+    "$(ext neutron:network_name "$PRIVATE_LS")" "$(ext neutron:project_id "$PROJECT_ID")" \
+    "$(ext neutron:revision_number 2)" \
+    -- lsp-add "$PRIVATE_LS" "$VM_TENANT_PORT_ID" \
+    -- lsp-set-addresses "$VM_TENANT_PORT_ID" "$VM_TENANT_MAC $VM_TENANT_IP4" \
+    -- lsp-set-port-security "$VM_TENANT_PORT_ID" "$VM_TENANT_MAC $VM_TENANT_IP4" \
+    -- lsp-set-options "$VM_TENANT_PORT_ID" "requested-chassis=$CHASSIS_HOSTNAME" \
+    -- set Logical_Switch_Port "$VM_TENANT_PORT_ID" "$(ext neutron:cidrs "$VM_TENANT_IP4/24")" \
+    "$(ext neutron:device_owner compute:nova)" "$(ext neutron:device_id "$VM_TENANT_ID")" \
+    "$(ext neutron:network_name "$PRIVATE_LS")" "$(ext neutron:port_name vm-tenant-port)" \
+    "$(ext neutron:port_fip "$FIP_IP4")" "$(ext neutron:host_id "$CHASSIS_HOSTNAME")" \
+    "$(ext neutron:project_id "$PROJECT_ID")" "$(ext neutron:revision_number 4)" \
+    -- lsp-add "$PUBLIC_LS" "$VM_PROVIDER_PORT_ID" \
+    -- lsp-set-addresses "$VM_PROVIDER_PORT_ID" "$VM_PROVIDER_MAC $VM_PROVIDER_IP4 $VM_PROVIDER_IP6" \
+    -- lsp-set-port-security "$VM_PROVIDER_PORT_ID" "$VM_PROVIDER_MAC $VM_PROVIDER_IP4 $VM_PROVIDER_IP6" \
+    -- lsp-set-options "$VM_PROVIDER_PORT_ID" "requested-chassis=$CHASSIS_HOSTNAME" \
+    -- set Logical_Switch_Port "$VM_PROVIDER_PORT_ID" \
+    "$(ext neutron:cidrs "$VM_PROVIDER_IP4/24 $VM_PROVIDER_IP6/64")" \
+    "$(ext neutron:device_owner compute:nova)" "$(ext neutron:device_id "$VM_PROVIDER_ID")" \
+    "$(ext neutron:network_name "$PUBLIC_LS")" "$(ext neutron:port_name vm-provider-port)" \
+    "$(ext neutron:host_id "$CHASSIS_HOSTNAME")" "$(ext neutron:project_id "$PROJECT_ID")" \
+    "$(ext neutron:revision_number 2)"
+# NAT rows reference the gateway LRP by uuid (Neutron sets gateway_port). The FIP is centralized
+# (no external_mac): its traffic goes through the gateway chassis, so SB lists it in the
+# nat_addresses of the gateway's patch Port_Binding, next to the router gateway IP.
+gw_lrp_uuid=$(nbctl get Logical_Router_Port "lrp-$GW_PORT_ID" _uuid)
+nbctl \
+    -- --id=@snat create NAT type=snat external_ip="$GW_IP4" logical_ip="$PRIVATE_CIDR4" \
+    gateway_port="$gw_lrp_uuid" "$(ext neutron:router_name "$ROUTER")" \
+    -- add Logical_Router "$ROUTER" nat @snat \
+    -- --id=@fip create NAT type=dnat_and_snat external_ip="$FIP_IP4" logical_ip="$VM_TENANT_IP4" \
+    logical_port="$VM_TENANT_PORT_ID" gateway_port="$gw_lrp_uuid" \
+    "$(ext neutron:fip_id "$FIP_ID")" "$(ext neutron:fip_port_id "$VM_TENANT_PORT_ID")" \
+    "$(ext neutron:fip_external_mac "$VM_TENANT_MAC")" "$(ext neutron:fip_network_id "$PUBLIC_LS")" \
+    "$(ext neutron:router_name "$ROUTER")" "$(ext neutron:revision_number 1)" \
+    -- add Logical_Router "$ROUTER" nat @fip >/dev/null
+
+step "plugging the VMs into br-int (internal ports in $NS_CHASSIS)"
+plug_vm() { # port-id mac vm-id
+    local tap
+    tap=$(tap_name "$1")
+    vsctl -- --may-exist add-port br-int "$tap" -- set Interface "$tap" type=internal \
+        "external_ids:iface-id=$1" "external_ids:attached-mac=$2" external_ids:iface-status=active \
+        "external_ids:vm-id=$3"
+}
+plug_vm "$VM_TENANT_PORT_ID" "$VM_TENANT_MAC" "$VM_TENANT_ID"
+plug_vm "$VM_PROVIDER_PORT_ID" "$VM_PROVIDER_MAC" "$VM_PROVIDER_ID"
+
+# ---------------------------------------------------------------------------------------------
+step "waiting for the port bindings in SB and for the BGP session"
+chassis_uuid=$(sbctl --bare --columns=_uuid find Chassis "name=$CHASSIS_NAME")
+port_bound() { # logical_port: bound here and up
+    local row
+    row=$(sbctl --bare --columns=chassis,up find Port_Binding "logical_port=$1" | tr '\n' ' ')
+    [[ $row == "$chassis_uuid true"* ]]
+}
+for lp in "$VM_TENANT_PORT_ID" "$VM_PROVIDER_PORT_ID" "cr-lrp-$GW_PORT_ID"; do
+    log "waiting for Port_Binding $lp"
+    wait_until "Port_Binding $lp bound to $CHASSIS_NAME and up" \
+        "$OVN_DIR/ovn-controller.log:$OVN_DIR/ovn-northd.log" port_bound "$lp"
+done
+bgp_established() { vtysh_tor -c "show bgp neighbors $CHASSIS_IP4" | grep -q "BGP state = Established"; }
+log "waiting for the eBGP session"
+wait_until "eBGP session ToR $TOR_IP4 <-> chassis $CHASSIS_IP4 Established" \
+    "$FRR_TOR_DIR/bgpd.log:$FRR_CHASSIS_DIR/bgpd.log" bgp_established
+
+# ---------------------------------------------------------------------------------------------
+step "writing $AGENT_CONF"
+cat >"$RT_TABLES" <<'EOF'
+#
+# reserved values
+#
+255	local
+254	main
+253	default
+0	unspec
+#
+# local
+#
+EOF
+cat >"$AGENT_CONF" <<EOF
+# ovn-bgp-agent configuration for the lab in $LAB_DIR (upstream bgp-agent.conf format).
+[DEFAULT]
+debug = True
+driver = ovn_bgp_driver
+exposing_method = underlay
+expose_tenant_networks = True
+ovsdb_connection = unix:$OVS_SOCK
+bgp_AS = $CHASSIS_AS
+bgp_router_id = $CHASSIS_IP4
+bgp_nic = bgp-nic
+bgp_vrf = bgp-vrf
+bgp_vrf_table_id = $BGP_VRF_TABLE_ID
+
+[ovn]
+ovn_sb_connection = unix:$SB_SOCK
+ovn_nb_connection = unix:$NB_SOCK
+
+[frr]
+vtysh_path = $VTYSH
+vty_socket_dir = $VTY_CHASSIS
+
+[ovs]
+ovs_rundir = $OVS_DIR
+
+[linux]
+# This kernel has no vrf/dummy modules: bgp-vrf is a bridge, bgp-nic an ifb (see scripts/lab/README.md).
+vrf_device_kind = bridge
+nic_device_kind = ifb
+netns = $NS_CHASSIS
+rt_tables_path = $RT_TABLES
+EOF
+
+cat >>"$LAB_ENV" <<EOF
+NB_SOCK=$NB_SOCK
+SB_SOCK=$SB_SOCK
+NB_TCP=tcp:127.0.0.1:$LAB_NB_TCP_PORT
+SB_TCP=tcp:127.0.0.1:$LAB_SB_TCP_PORT
+OVS_SOCK=$OVS_SOCK
+OVS_RUNDIR=$OVS_DIR
+OVN_RUNDIR=$OVN_DIR
+VTY_CHASSIS=$VTY_CHASSIS
+VTY_TOR=$VTY_TOR
+FRR_CHASSIS_DIR=$FRR_CHASSIS_DIR
+FRR_TOR_DIR=$FRR_TOR_DIR
+AGENT_CONF=$AGENT_CONF
+RT_TABLES=$RT_TABLES
+CHASSIS_NAME=$CHASSIS_NAME
+CHASSIS_HOSTNAME=$CHASSIS_HOSTNAME
+CHASSIS_IP4=$CHASSIS_IP4
+TOR_IP4=$TOR_IP4
+CHASSIS_IP6=$CHASSIS_IP6
+TOR_IP6=$TOR_IP6
+CHASSIS_AS=$CHASSIS_AS
+TOR_AS=$TOR_AS
+NET_PUBLIC_ID=$NET_PUBLIC_ID
+NET_PRIVATE_ID=$NET_PRIVATE_ID
+ROUTER_ID=$ROUTER_ID
+GW_PORT_ID=$GW_PORT_ID
+RI_PORT_ID=$RI_PORT_ID
+VM_TENANT_PORT_ID=$VM_TENANT_PORT_ID
+VM_PROVIDER_PORT_ID=$VM_PROVIDER_PORT_ID
+GW_IP4=$GW_IP4
+GW_IP6=$GW_IP6
+FIP_IP4=$FIP_IP4
+VM_TENANT_IP4=$VM_TENANT_IP4
+VM_PROVIDER_IP4=$VM_PROVIDER_IP4
+VM_PROVIDER_IP6=$VM_PROVIDER_IP6
+EOF
+
+STEP="summary"
+cat <<EOF
+
+OVN BGP lab is up in $(elapsed) s  (LAB_DIR=$LAB_DIR)
+
+  OVN NB        unix:$NB_SOCK   tcp:127.0.0.1:$LAB_NB_TCP_PORT
+  OVN SB        unix:$SB_SOCK   tcp:127.0.0.1:$LAB_SB_TCP_PORT
+  local OVS     unix:$OVS_SOCK  (OVS_RUNDIR=$OVS_DIR; ovs-vswitchd + ovn-controller in netns $NS_CHASSIS)
+  chassis       system-id $CHASSIS_NAME, hostname $CHASSIS_HOSTNAME
+  netns         $NS_CHASSIS ($LINK_CHASSIS_IF $CHASSIS_IP4/$LINK_PLEN4, AS $CHASSIS_AS)  <->  $NS_TOR ($LINK_TOR_IF $TOR_IP4/$LINK_PLEN4, AS $TOR_AS)
+
+  vtysh (chassis)   vtysh --vty_socket $VTY_CHASSIS --config_dir $FRR_CHASSIS_DIR
+  vtysh (ToR)       vtysh --vty_socket $VTY_TOR --config_dir $FRR_TOR_DIR
+  ovn-nbctl         ovn-nbctl --db=unix:$NB_SOCK show
+  ovn-sbctl         ovn-sbctl --db=unix:$SB_SOCK show
+  ovs-vsctl         ovs-vsctl --db=unix:$OVS_SOCK show
+  kernel (chassis)  ip netns exec $NS_CHASSIS ip addr
+
+  agent config      $AGENT_CONF
+  run the agent     ovn-bgp-agent --config-file $AGENT_CONF
+  status            LAB_DIR=$LAB_DIR scripts/lab/status.sh
+  stop              LAB_DIR=$LAB_DIR scripts/lab/down.sh
+EOF

@@ -1,0 +1,343 @@
+//! The lab scripts against the real thing: `scripts/lab/up.sh` brings up OVN (NB, SB, northd),
+//! OVS (userspace datapath) with ovn-controller, and two FRR instances in network namespaces;
+//! this test checks what an operator and the agent rely on, then `down.sh` removes it all.
+//!
+//! Runs as root. Uses its own LAB_DIR, netns prefix and TCP ports (see `lab_fixture`).
+
+mod lab_fixture;
+
+use std::collections::HashMap;
+
+use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, netns_names, process_alive, require_root, wait_for};
+use serde_json::Value;
+
+/// The agent's leak configuration (upstream `LEAK_VRF_TEMPLATE`) rendered for the lab defaults.
+const LEAK_VRF_CONFIG: &str = "\
+router bgp 64999
+  address-family ipv4 unicast
+    import vrf bgp-vrf
+  exit-address-family
+
+  address-family ipv6 unicast
+    import vrf bgp-vrf
+  exit-address-family
+
+router bgp 64999 vrf bgp-vrf
+  bgp router-id 100.64.0.1
+  address-family ipv4 unicast
+    redistribute connected
+  exit-address-family
+
+  address-family ipv6 unicast
+    redistribute connected
+  exit-address-family
+";
+
+#[test]
+fn lab_up_peers_binds_ports_propagates_bgp_nic_reruns_and_tears_down() {
+    require_root();
+    let mut lab = Lab::start();
+    eprintln!(
+        "scripts/lab/up.sh took {:.2} s\n{}",
+        lab.up_duration().as_secs_f64(),
+        lab.up_output()
+    );
+
+    tor_has_established_ebgp_session_with_chassis(&lab);
+    sb_has_chassis_and_bound_ports(&lab);
+    agent_conf_points_at_the_lab(&lab);
+    bgp_nic_addresses_reach_the_tor_and_are_withdrawn(&lab);
+
+    let status = lab.status();
+    assert!(
+        status.contains(lab.env("CHASSIS_IP4")) && status.matches("running (pid").count() == 10,
+        "status.sh must show the ToR's session and 10 running daemons:\n{status}"
+    );
+
+    // Re-running up.sh replaces the lab: the old daemons end, the new lab works.
+    let old_pids = lab.daemon_pids();
+    lab.rerun_up();
+    eprintln!(
+        "scripts/lab/up.sh over a running lab took {:.2} s",
+        lab.up_duration().as_secs_f64()
+    );
+    let marker = format!("{}/", lab.dir().display());
+    for (pidfile, pid) in &old_pids {
+        assert!(
+            !process_alive(*pid, &marker) || lab.daemon_pids().iter().any(|(_, p)| p == pid),
+            "{pidfile} (pid {pid}) of the first lab survived up.sh"
+        );
+    }
+    tor_has_established_ebgp_session_with_chassis(&lab);
+    sb_has_chassis_and_bound_ports(&lab);
+
+    // Teardown: exactly the lab's processes end, its namespaces and directory disappear.
+    let pids = lab.daemon_pids();
+    assert_eq!(
+        pids.len(),
+        10,
+        "expected 10 lab daemons (3 ovsdb-server, northd, vswitchd, ovn-controller, 2x zebra+bgpd): {pids:?}"
+    );
+    let lab_dir = lab.dir().to_owned();
+    let namespaces = [lab.ns_chassis().to_owned(), lab.ns_tor().to_owned()];
+    let out = lab.down();
+    assert!(
+        out.status.success(),
+        "down.sh failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (pidfile, pid) in &pids {
+        assert!(
+            !process_alive(*pid, &marker),
+            "{pidfile} (pid {pid}) still runs after down.sh"
+        );
+    }
+    let remaining = netns_names();
+    for ns in &namespaces {
+        assert!(
+            !remaining.contains(ns),
+            "netns {ns} still exists after down.sh"
+        );
+    }
+    assert!(!lab_dir.exists(), "{} still exists", lab_dir.display());
+    let again = lab.down();
+    assert!(
+        again.status.success(),
+        "down.sh is not safe to run twice: {}\n{}",
+        again.status,
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+fn tor_has_established_ebgp_session_with_chassis(lab: &Lab) {
+    let chassis_ip = lab.env("CHASSIS_IP4");
+    let neighbors = lab.tor_json("show bgp neighbors json");
+    let peer = &neighbors[chassis_ip];
+    assert_eq!(
+        peer["bgpState"], "Established",
+        "ToR session with {chassis_ip}: {peer:#}"
+    );
+    assert_eq!(peer["remoteAs"], 64999, "chassis AS: {peer:#}");
+    assert_eq!(peer["localAs"], 65000, "ToR AS: {peer:#}");
+    assert_eq!(
+        peer["nbrExternalLink"], true,
+        "session must be eBGP: {peer:#}"
+    );
+
+    let summary = lab.tor_json("show bgp summary json");
+    for afi in ["ipv4Unicast", "ipv6Unicast"] {
+        assert_eq!(
+            summary[afi]["peers"][chassis_ip]["state"], "Established",
+            "{afi} of the ToR session: {:#}",
+            summary[afi]
+        );
+    }
+}
+
+fn sb_has_chassis_and_bound_ports(lab: &Lab) {
+    let chassis_rows = lab.sb_rows("Chassis", &["_uuid", "name", "hostname"]);
+    let chassis = chassis_rows
+        .iter()
+        .find(|row| row["name"] == lab.env("CHASSIS_NAME"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no SB Chassis {}: {chassis_rows:?}",
+                lab.env("CHASSIS_NAME")
+            )
+        });
+    assert_eq!(chassis["hostname"], lab.env("CHASSIS_HOSTNAME"));
+    let chassis_uuid = uuid_of(&chassis["_uuid"]);
+
+    let bindings: HashMap<String, HashMap<String, Value>> = lab
+        .sb_rows(
+            "Port_Binding",
+            &["logical_port", "type", "chassis", "up", "nat_addresses"],
+        )
+        .into_iter()
+        .map(|row| {
+            (
+                row["logical_port"].as_str().unwrap_or_default().to_owned(),
+                row,
+            )
+        })
+        .collect();
+    let cr_lrp = format!("cr-lrp-{}", lab.env("GW_PORT_ID"));
+    for (port, kind) in [
+        (lab.env("VM_TENANT_PORT_ID"), ""),
+        (lab.env("VM_PROVIDER_PORT_ID"), ""),
+        (cr_lrp.as_str(), "chassisredirect"),
+    ] {
+        let row = bindings
+            .get(port)
+            .unwrap_or_else(|| panic!("no Port_Binding {port}; have {:?}", bindings.keys()));
+        assert_eq!(row["type"], kind, "type of {port}: {row:?}");
+        assert_eq!(
+            optional_uuid(&row["chassis"]).as_deref(),
+            Some(chassis_uuid.as_str()),
+            "Port_Binding {port} must be bound to the lab chassis: {row:?}"
+        );
+        assert_eq!(row["up"], true, "Port_Binding {port} must be up: {row:?}");
+    }
+
+    // The centralized FIP is announced by the gateway's patch port, with the gateway IP.
+    let gateway_patch = &bindings
+        .get(lab.env("GW_PORT_ID"))
+        .unwrap_or_else(|| panic!("no Port_Binding for the router gateway LSP"))["nat_addresses"];
+    let nat = gateway_patch.to_string();
+    assert!(
+        nat.contains(lab.env("FIP_IP4"))
+            && nat.contains(lab.env("GW_IP4"))
+            && nat.contains(&format!("is_chassis_resident(\\\"{cr_lrp}\\\")")),
+        "nat_addresses of the gateway patch port: {nat}"
+    );
+}
+
+fn agent_conf_points_at_the_lab(lab: &Lab) {
+    let conf = std::fs::read_to_string(lab.env("AGENT_CONF")).expect("bgp-agent.conf");
+    for expected in [
+        format!("ovsdb_connection = unix:{}", lab.env("OVS_SOCK")),
+        format!("ovn_sb_connection = unix:{}", lab.env("SB_SOCK")),
+        format!("vty_socket_dir = {}", lab.env("VTY_CHASSIS")),
+        format!("ovs_rundir = {}", lab.env("OVS_RUNDIR")),
+        format!("netns = {}", lab.ns_chassis()),
+        format!("rt_tables_path = {}", lab.env("RT_TABLES")),
+        "bgp_AS = 64999".to_owned(),
+        "vrf_device_kind = bridge".to_owned(),
+        "nic_device_kind = ifb".to_owned(),
+    ] {
+        assert!(
+            conf.contains(&expected),
+            "bgp-agent.conf lacks `{expected}`:\n{conf}"
+        );
+    }
+    let rt_tables = std::fs::read_to_string(lab.env("RT_TABLES")).expect("rt_tables");
+    assert!(rt_tables.contains("254\tmain"), "rt_tables: {rt_tables}");
+}
+
+/// What the agent does in stand-in mode (bridge bgp-vrf, ifb bgp-nic enslaved to it, leak
+/// config through vtysh -f, addresses on bgp-nic) must make the ToR learn and unlearn routes.
+fn bgp_nic_addresses_reach_the_tor_and_are_withdrawn(lab: &Lab) {
+    lab.ip_chassis(&["link", "add", "bgp-vrf", "type", "bridge"]);
+    lab.ip_chassis(&["link", "set", "bgp-vrf", "up"]);
+    lab.ip_chassis(&["link", "add", "bgp-nic", "type", "ifb"]);
+    lab.ip_chassis(&["link", "set", "bgp-nic", "master", "bgp-vrf", "up"]);
+
+    let leak = lab.dir().join("leak-vrf.conf");
+    std::fs::write(&leak, LEAK_VRF_CONFIG).expect("write leak config");
+    lab.vtysh_chassis_apply(&leak);
+    let running = lab.vtysh_chassis("show running-config");
+    assert!(
+        running.contains("router bgp 64999 vrf bgp-vrf") && running.contains("import vrf bgp-vrf"),
+        "leak config not in the chassis running-config:\n{running}"
+    );
+
+    // Not on bgp-nic: must never be advertised (added first, so once the bgp-nic route arrived
+    // zebra and bgpd have processed this one too).
+    lab.ip_chassis(&["addr", "add", "198.51.100.1/32", "dev", "br-ex"]);
+    lab.ip_chassis(&["addr", "add", "203.0.113.10/32", "dev", "bgp-nic"]);
+    lab.ip_chassis(&[
+        "addr",
+        "add",
+        "2001:db8:ffff::10/128",
+        "dev",
+        "bgp-nic",
+        "nodad",
+    ]);
+    // The agent's VRF-table default (must not be imported: it would beat the ToR's default).
+    lab.ip_chassis(&[
+        "route",
+        "add",
+        "unreachable",
+        "default",
+        "metric",
+        "4278198272",
+        "table",
+        "10",
+    ]);
+    // Subnet mode: a route via the cr-lrp in the VRF table, on bgp-nic.
+    lab.ip_chassis(&[
+        "route",
+        "add",
+        "10.0.0.0/24",
+        "via",
+        "172.24.4.10",
+        "dev",
+        "bgp-nic",
+        "onlink",
+        "table",
+        "10",
+        "proto",
+        "boot",
+    ]);
+
+    for (prefix, show) in [
+        ("203.0.113.10/32", "show ip bgp json"),
+        ("2001:db8:ffff::10/128", "show bgp ipv6 unicast json"),
+        ("10.0.0.0/24", "show ip bgp json"),
+    ] {
+        let path = wait_for(&format!("{prefix} at the ToR"), CONVERGENCE_TIMEOUT, || {
+            let table = lab.tor_json(show);
+            table["routes"][prefix][0]
+                .as_object()
+                .cloned()
+                .ok_or_else(|| format!("{:#}", table["routes"]))
+        });
+        assert_eq!(path["path"], "64999", "AS path of {prefix}: {path:?}");
+        assert_eq!(path["valid"], true, "{prefix}: {path:?}");
+        if !prefix.contains(':') {
+            assert_eq!(
+                path["nexthops"][0]["ip"],
+                lab.env("CHASSIS_IP4"),
+                "next hop of {prefix}: {path:?}"
+            );
+        }
+    }
+    let default = lab.ip_chassis(&["route", "show", "default"]);
+    assert!(
+        default.contains(&format!("via {} ", lab.env("TOR_IP4"))) && default.contains("proto bgp"),
+        "the chassis' default route must stay the one learned from the ToR: {default}"
+    );
+    let v4 = lab.tor_json("show ip bgp json");
+    assert!(
+        v4["routes"].get("198.51.100.1/32").is_none(),
+        "an address outside bgp-nic leaked to the ToR: {:#}",
+        v4["routes"]
+    );
+
+    // The route first: deleting the last IPv4 address of bgp-nic makes the kernel flush every
+    // IPv4 route through it, which would hide whether the route's own withdrawal works.
+    lab.ip_chassis(&["route", "del", "10.0.0.0/24", "table", "10"]);
+    lab.ip_chassis(&["addr", "del", "203.0.113.10/32", "dev", "bgp-nic"]);
+    lab.ip_chassis(&["addr", "del", "2001:db8:ffff::10/128", "dev", "bgp-nic"]);
+    for (prefix, show) in [
+        ("203.0.113.10/32", "show ip bgp json"),
+        ("2001:db8:ffff::10/128", "show bgp ipv6 unicast json"),
+        ("10.0.0.0/24", "show ip bgp json"),
+    ] {
+        wait_for(
+            &format!("{prefix} withdrawn at the ToR"),
+            CONVERGENCE_TIMEOUT,
+            || {
+                let table = lab.tor_json(show);
+                match table["routes"].get(prefix) {
+                    None => Ok(()),
+                    Some(paths) => Err(format!("{paths:#}")),
+                }
+            },
+        );
+    }
+}
+
+/// `["uuid", "<uuid>"]` → `<uuid>`.
+fn uuid_of(cell: &Value) -> String {
+    optional_uuid(cell).unwrap_or_else(|| panic!("not an OVSDB uuid: {cell}"))
+}
+
+/// `["uuid", "<uuid>"]` → Some, `["set", []]` → None.
+fn optional_uuid(cell: &Value) -> Option<String> {
+    match cell.as_array().map(Vec::as_slice) {
+        Some([tag, Value::String(uuid)]) if tag == "uuid" => Some(uuid.clone()),
+        _ => None,
+    }
+}

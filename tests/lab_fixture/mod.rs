@@ -1,0 +1,343 @@
+//! A real lab (OVN + OVS + two FRR instances in network namespaces) brought up by
+//! `scripts/lab/up.sh` for one test and torn down by `scripts/lab/down.sh` when dropped, even if
+//! the test panics.
+//!
+//! Every lab gets its own state directory (`/tmp/ovn-bgp-lab-test-<pid>-<n>`), its own network
+//! namespace prefix (`labt<pid % 1000><n>-`) and its own pair of NB/SB TCP ports, so it never
+//! collides with a developer's lab (`/tmp/ovn-bgp-lab`, `lab-…`) or with other tests.
+
+#![allow(dead_code)] // each test binary uses a different part of the fixture
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long a single wait for the lab to converge may take.
+pub const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The TCP ports (on 127.0.0.1) test labs may use for NB/SB, two per lab.
+const TEST_TCP_PORTS: std::ops::RangeInclusive<u16> = 16650..=16659;
+const MAX_LABS_PER_PROCESS: u32 = 5;
+
+static LAB_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Fails the test with a clear message unless it runs as root.
+pub fn require_root() {
+    let uid = run_ok(Command::new("id").arg("-u"));
+    assert_eq!(
+        uid.trim(),
+        "0",
+        "this test must run as root: it creates network namespaces and starts OVS, OVN and FRR"
+    );
+}
+
+/// One running lab. Dropping it runs `down.sh`.
+pub struct Lab {
+    dir: PathBuf,
+    ns_prefix: String,
+    nb_tcp_port: u16,
+    env: HashMap<String, String>,
+    up_duration: Duration,
+    up_output: String,
+    down_done: bool,
+}
+
+impl Lab {
+    /// Runs `scripts/lab/up.sh` for a fresh lab and returns once it reported success.
+    /// Panics (after tearing down whatever was started) with up.sh's output if it fails.
+    pub fn start() -> Lab {
+        let n = LAB_COUNTER.fetch_add(1, Ordering::SeqCst);
+        assert!(
+            n < MAX_LABS_PER_PROCESS,
+            "at most {MAX_LABS_PER_PROCESS} labs per test process"
+        );
+        let pid = std::process::id();
+        // The guard exists before up.sh runs, so a failing up.sh is still cleaned up.
+        let mut lab = Lab {
+            dir: PathBuf::from(format!("/tmp/ovn-bgp-lab-test-{pid}-{n}")),
+            ns_prefix: format!("labt{}{}-", pid % 1000, char::from(b'a' + n as u8)),
+            nb_tcp_port: free_port_pair(),
+            env: HashMap::new(),
+            up_duration: Duration::ZERO,
+            up_output: String::new(),
+            down_done: false,
+        };
+        lab.run_up();
+        lab
+    }
+
+    /// Runs `up.sh` again on this lab (it tears the running lab down first, then starts anew).
+    pub fn rerun_up(&mut self) {
+        self.run_up();
+    }
+
+    fn run_up(&mut self) {
+        let started = Instant::now();
+        let out = self
+            .script("up.sh")
+            .env("LAB_NB_TCP_PORT", self.nb_tcp_port.to_string())
+            .env("LAB_SB_TCP_PORT", (self.nb_tcp_port + 1).to_string())
+            .output()
+            .expect("cannot execute scripts/lab/up.sh");
+        self.up_duration = started.elapsed();
+        self.up_output = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            out.status.success(),
+            "scripts/lab/up.sh failed ({}):\n{}",
+            out.status,
+            self.up_output
+        );
+        self.env = parse_lab_env(&self.dir.join("lab.env"));
+    }
+
+    /// Output of `scripts/lab/status.sh`, which must succeed.
+    pub fn status(&self) -> String {
+        run_ok(&mut self.script("status.sh"))
+    }
+
+    /// How long `up.sh` took.
+    pub fn up_duration(&self) -> Duration {
+        self.up_duration
+    }
+
+    /// What up.sh printed (step log and summary).
+    pub fn up_output(&self) -> &str {
+        &self.up_output
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A value from `$LAB_DIR/lab.env` (sockets, netns names, topology ids, addresses).
+    pub fn env(&self, key: &str) -> &str {
+        self.env
+            .get(key)
+            .unwrap_or_else(|| panic!("lab.env of {} has no {key}", self.dir.display()))
+    }
+
+    pub fn ns_chassis(&self) -> &str {
+        self.env("NS_CHASSIS")
+    }
+
+    pub fn ns_tor(&self) -> &str {
+        self.env("NS_TOR")
+    }
+
+    /// `ip -n <chassis netns> ARGS…`, which must succeed.
+    pub fn ip_chassis(&self, args: &[&str]) -> String {
+        run_ok(
+            Command::new("ip")
+                .arg("-n")
+                .arg(self.ns_chassis())
+                .args(args),
+        )
+    }
+
+    /// `vtysh -c CMD` against the ToR's FRR.
+    pub fn vtysh_tor(&self, cmd: &str) -> String {
+        self.vtysh("VTY_TOR", "FRR_TOR_DIR", &["-c", cmd])
+    }
+
+    /// `vtysh -c CMD` against the chassis' FRR.
+    pub fn vtysh_chassis(&self, cmd: &str) -> String {
+        self.vtysh("VTY_CHASSIS", "FRR_CHASSIS_DIR", &["-c", cmd])
+    }
+
+    /// Applies a configuration file to the chassis' FRR the way the agent does (`vtysh -f`).
+    pub fn vtysh_chassis_apply(&self, file: &Path) -> String {
+        self.vtysh(
+            "VTY_CHASSIS",
+            "FRR_CHASSIS_DIR",
+            &["-f", file.to_str().expect("utf-8 path")],
+        )
+    }
+
+    /// A JSON `show` command against the ToR.
+    pub fn tor_json(&self, cmd: &str) -> Value {
+        let text = self.vtysh_tor(cmd);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("ToR `{cmd}` did not return JSON ({e}):\n{text}"))
+    }
+
+    fn vtysh(&self, socket_key: &str, dir_key: &str, args: &[&str]) -> String {
+        run_ok(
+            Command::new("vtysh")
+                .arg("--vty_socket")
+                .arg(self.env(socket_key))
+                .arg("--config_dir")
+                .arg(self.env(dir_key))
+                .args(args),
+        )
+    }
+
+    /// `ovn-sbctl --format=json --columns=COLUMNS list TABLE` as one map per row.
+    pub fn sb_rows(&self, table: &str, columns: &[&str]) -> Vec<HashMap<String, Value>> {
+        let text = run_ok(
+            Command::new("ovn-sbctl")
+                .arg(format!("--db=unix:{}", self.env("SB_SOCK")))
+                .arg("--format=json")
+                .arg(format!("--columns={}", columns.join(",")))
+                .arg("list")
+                .arg(table),
+        );
+        let table_json: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("ovn-sbctl list {table} is not JSON ({e}): {text}"));
+        let headings: Vec<String> = table_json["headings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no headings in ovn-sbctl output: {text}"))
+            .iter()
+            .map(|h| h.as_str().unwrap_or_default().to_owned())
+            .collect();
+        table_json["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no data in ovn-sbctl output: {text}"))
+            .iter()
+            .map(|row| {
+                let cells = row.as_array().cloned().unwrap_or_default();
+                headings.iter().cloned().zip(cells).collect()
+            })
+            .collect()
+    }
+
+    /// The lab's daemons: (pid file relative to LAB_DIR, pid) for every pid file up.sh left.
+    pub fn daemon_pids(&self) -> Vec<(String, u32)> {
+        let mut found = Vec::new();
+        collect_pidfiles(&self.dir, &self.dir, &mut found);
+        found.sort();
+        found
+    }
+
+    /// Runs `scripts/lab/down.sh` and returns its output (the Drop guard then has nothing to do).
+    pub fn down(&mut self) -> Output {
+        self.down_done = true;
+        self.script("down.sh")
+            .output()
+            .expect("cannot execute scripts/lab/down.sh")
+    }
+
+    fn script(&self, name: &str) -> Command {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts/lab")
+            .join(name);
+        let mut cmd = Command::new("bash");
+        cmd.arg(path)
+            .env("LAB_DIR", &self.dir)
+            .env("LAB_NS_PREFIX", &self.ns_prefix);
+        cmd
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if self.down_done {
+            return;
+        }
+        match self.script("down.sh").output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "lab teardown (down.sh) failed for {}: {}\n{}",
+                self.dir.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("cannot run down.sh for {}: {e}", self.dir.display()),
+        }
+    }
+}
+
+/// Polls `probe` until it returns `Ok`, or panics after `timeout` with the last `Err` message.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match probe() {
+            Ok(value) => return value,
+            Err(last) if Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last state: {last}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// True if `pid` is a live process whose command line mentions `marker` (so a recycled pid of
+/// an unrelated process does not count).
+pub fn process_alive(pid: u32, marker: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+        .unwrap_or(false)
+}
+
+/// Names of the network namespaces that exist now.
+pub fn netns_names() -> Vec<String> {
+    run_ok(Command::new("ip").args(["netns", "list"]))
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+/// Runs a command that must succeed; returns its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot execute {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The first pair of ports (p, p+1) in [`TEST_TCP_PORTS`] both free on 127.0.0.1 right now, so
+/// labs of concurrent test processes do not collide (up.sh refuses a taken port).
+fn free_port_pair() -> u16 {
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    TEST_TCP_PORTS
+        .step_by(2)
+        .find(|&p| free(p) && free(p + 1))
+        .unwrap_or_else(|| panic!("no free pair of TCP ports in {TEST_TCP_PORTS:?} on 127.0.0.1"))
+}
+
+fn parse_lab_env(path: &Path) -> HashMap<String, String> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn collect_pidfiles(root: &Path, dir: &Path, found: &mut Vec<(String, u32)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_pidfiles(root, &path, found);
+        } else if path.extension().is_some_and(|e| e == "pid") {
+            let pid = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            if let Some(pid) = pid {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                found.push((rel.display().to_string(), pid));
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Plugin selection as the host does it at start, and the `plugins` listing of the real binary.
+
+use std::process::Command;
+
+use ovn_bgp_agent::plugin::{self, SelectionError};
+
+#[test]
+fn every_upstream_driver_and_backend_is_registered_in_the_default_build() {
+    let drivers: Vec<_> = plugin::drivers().iter().map(|d| d.name).collect();
+    assert_eq!(
+        drivers,
+        [
+            "nb_ovn_bgp_driver",
+            "ovn_bgp_driver",
+            "ovn_evpn_driver",
+            "ovn_stretched_l2_bgp_driver"
+        ]
+    );
+    let backends: Vec<_> = plugin::backends().iter().map(|b| b.name).collect();
+    assert_eq!(backends, ["ovn", "underlay", "vrf"]);
+}
+
+#[test]
+fn supported_pairs_are_selected() {
+    let (d, b) = plugin::select("ovn_bgp_driver", "underlay").expect("default pair");
+    assert_eq!((d.name, b.name), ("ovn_bgp_driver", "underlay"));
+    for method in ["underlay", "vrf", "ovn"] {
+        let (d, b) = plugin::select("nb_ovn_bgp_driver", method).expect(method);
+        assert_eq!((d.name, b.name), ("nb_ovn_bgp_driver", method));
+    }
+}
+
+#[test]
+fn unknown_driver_is_rejected_with_the_list_of_available_drivers() {
+    let err = plugin::select("ovn_bgp_drvier", "underlay").unwrap_err();
+    assert!(
+        matches!(err, SelectionError::UnknownDriver { .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("ovn_bgp_drvier"), "{msg}");
+    assert!(
+        msg.contains(
+            "nb_ovn_bgp_driver, ovn_bgp_driver, ovn_evpn_driver, ovn_stretched_l2_bgp_driver"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn methods_upstream_accepts_but_never_implemented_are_rejected() {
+    for method in ["l2vni", "dynamic"] {
+        let err = plugin::select("nb_ovn_bgp_driver", method).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, SelectionError::UnknownBackend { .. }),
+            "{msg}"
+        );
+        assert!(msg.contains("available: ovn, underlay, vrf"), "{msg}");
+    }
+}
+
+#[test]
+fn unsupported_pair_is_rejected_naming_what_the_driver_supports() {
+    // Upstream accepts this pair and silently exposes nothing (upstream-behaviour.md §2).
+    let err = plugin::select("ovn_bgp_driver", "vrf").unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, SelectionError::UnsupportedPair { .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("ovn_bgp_driver does not support exposing_method = vrf"),
+        "{msg}"
+    );
+    assert!(msg.contains("it supports: underlay"), "{msg}");
+}
+
+#[test]
+fn plugins_subcommand_lists_drivers_with_their_methods_and_backends() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ovn-bgp-agent"))
+        .arg("plugins")
+        .output()
+        .expect("run ovn-bgp-agent plugins");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing from:\n{text}"))
+            .to_owned()
+    };
+    assert!(line("nb_ovn_bgp_driver").contains("exposing methods: underlay, vrf, ovn"));
+    assert!(line("ovn_bgp_driver").contains("exposing methods: underlay"));
+    for backend in ["ovn", "underlay", "vrf"] {
+        line(backend);
+    }
+}
+
+#[test]
+fn version_flag_prints_the_crate_version() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ovn-bgp-agent"))
+        .arg("--version")
+        .output()
+        .expect("run ovn-bgp-agent --version");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.trim(),
+        format!("ovn-bgp-agent {}", env!("CARGO_PKG_VERSION"))
+    );
+}

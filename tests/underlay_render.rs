@@ -1,0 +1,230 @@
+//! The underlay backend's rendering of recorded exposures, compared with a snapshot
+//! (`tests/fixtures/underlay/<case>.json`; regenerate with `UPDATE_SNAPSHOTS=1`), plus the
+//! acceptance rows of upstream-behaviour.md §9 it covers, asserted explicitly.
+#![cfg(feature = "underlay")]
+
+use std::path::Path;
+
+use ovn_bgp_agent::backends::underlay::render::{
+    Facts, NicKind, UnderlaySettings, VrfKind, render,
+};
+use ovn_bgp_agent::exposure::ExposureSet;
+use ovn_bgp_agent::system::{DesiredSystem, LinkKind, RouteSpec, RuleSelector};
+use ovn_bgp_agent::types::InterfaceName;
+
+fn name(s: &str) -> InterfaceName {
+    InterfaceName::new(s).unwrap()
+}
+
+fn settings() -> UnderlaySettings {
+    UnderlaySettings {
+        bgp_nic: name("bgp-nic"),
+        bgp_vrf: name("bgp-vrf"),
+        vrf_table: 10,
+        vrf_kind: VrfKind::Vrf,
+        nic_kind: NicKind::Dummy,
+        rule_priority: 32000,
+    }
+}
+
+fn facts() -> Facts {
+    let mut f = Facts::default();
+    f.tables.insert(name("br-ex"), 200);
+    f.bridge_macs
+        .insert(name("br-ex"), "aa:aa:aa:aa:aa:01".parse().unwrap());
+    f
+}
+
+fn render_case(case: &str) -> DesiredSystem {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let exposures: ExposureSet = serde_json::from_str(
+        &std::fs::read_to_string(root.join("sb_bgp").join(case).join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let (system, problems) = render(&settings(), &facts(), &exposures);
+    assert!(problems.is_empty(), "{problems:?}");
+    let rendered = serde_json::to_string_pretty(&system).unwrap() + "\n";
+    let snapshot = root.join("underlay").join(format!("{case}.json"));
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(snapshot.parent().unwrap()).unwrap();
+        std::fs::write(&snapshot, &rendered).unwrap();
+    }
+    let expected = std::fs::read_to_string(&snapshot).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (UPDATE_SNAPSHOTS=1 creates it)",
+            snapshot.display()
+        )
+    });
+    assert_eq!(
+        rendered, expected,
+        "{case}: rendering differs from the snapshot"
+    );
+    system
+}
+
+fn has_route(system: &DesiredSystem, dst: &str, via: Option<&str>, dev: &str) -> bool {
+    system.routes.iter().any(|r: &RouteSpec| {
+        r.table == 200
+            && r.dst.to_string() == dst
+            && r.via.map(|v| v.to_string()).as_deref() == via
+            && r.dev.as_ref().map(|d| d.as_str()) == Some(dev)
+    })
+}
+
+fn has_rule(system: &DesiredSystem, to: &str) -> bool {
+    system
+        .rules
+        .iter()
+        .any(|r| r.table == 200 && r.selector == RuleSelector::To(to.parse().unwrap()))
+}
+
+fn has_address(system: &DesiredSystem, dev: &str, addr: &str) -> bool {
+    system
+        .addresses
+        .iter()
+        .any(|a| a.dev.as_str() == dev && a.addr.to_string() == addr)
+}
+
+#[test]
+fn gateway_tenant_and_fips() {
+    let s = render_case("gateway_tenant_fips");
+    // A1: VRF with its table and the NIC enslaved to it.
+    assert!(
+        s.links
+            .iter()
+            .any(|l| l.name.as_str() == "bgp-vrf" && l.kind == LinkKind::Vrf { table: 10 })
+    );
+    assert!(s.links.iter().any(|l| l.name.as_str() == "bgp-nic"
+        && l.master.as_ref().map(|m| m.as_str()) == Some("bgp-vrf")));
+    // A5/A6: default routes, ARP/NDP helper addresses and proxy sysctls on br-ex.
+    assert!(has_route(&s, "0.0.0.0/0", None, "br-ex") && has_route(&s, "::/0", None, "br-ex"));
+    assert!(has_address(&s, "br-ex", "169.254.1.1/32"));
+    assert!(has_address(&s, "br-ex", "fd53:d91e:400:7f17::1:1/128"));
+    assert_eq!(
+        s.sysctls
+            .get("net/ipv4/conf/br-ex/proxy_arp")
+            .map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(
+        s.sysctls
+            .get("net/ipv6/conf/br-ex/proxy_ndp")
+            .map(String::as_str),
+        Some("1")
+    );
+    // A9: the MAC-tweak flow pair on the localnet patch port.
+    let flows: Vec<_> = s
+        .flows
+        .iter()
+        .map(|f| (f.in_port.as_str(), f.matches.as_str(), f.actions.as_str()))
+        .collect();
+    assert_eq!(
+        flows,
+        [
+            (
+                "patch-provnet-1-to-br-int",
+                "ip",
+                "mod_dl_dst:aa:aa:aa:aa:aa:01,NORMAL"
+            ),
+            (
+                "patch-provnet-1-to-br-int",
+                "ipv6",
+                "mod_dl_dst:aa:aa:aa:aa:aa:01,NORMAL"
+            ),
+        ]
+    );
+    // B1: address on bgp-nic, rule and scope-link route in the bridge table, no neighbour.
+    assert!(
+        has_address(&s, "bgp-nic", "172.24.100.10/32")
+            && has_address(&s, "bgp-nic", "2001:db8::10/128")
+    );
+    assert!(has_rule(&s, "172.24.100.10/32") && has_rule(&s, "2001:db8::10/128"));
+    assert!(has_route(&s, "172.24.100.10/32", None, "br-ex"));
+    assert!(
+        !s.neighbours
+            .iter()
+            .any(|n| n.ip.to_string() == "172.24.100.10")
+    );
+    // C1: the gateway's permanent neighbours and the NDP proxy of its IPv6 network.
+    let neigh: Vec<_> = s
+        .neighbours
+        .iter()
+        .map(|n| (n.ip.to_string(), n.lladdr.to_string()))
+        .collect();
+    assert_eq!(
+        neigh,
+        [
+            ("172.24.100.5".to_owned(), "fa:16:3e:aa:bb:cc".to_owned()),
+            ("2001:db8::5".to_owned(), "fa:16:3e:aa:bb:cc".to_owned()),
+        ]
+    );
+    assert!(
+        s.proxy_neighbours
+            .iter()
+            .any(|p| p.ip.to_string() == "2001:db8::" && p.dev.as_str() == "br-ex")
+    );
+    // C2: the tenant subnet's rule keyed by the router address with mask, route via the gateway;
+    // tenant VM IPs only on bgp-nic.
+    assert!(has_rule(&s, "10.0.0.1/24"));
+    assert!(has_route(&s, "10.0.0.0/24", Some("172.24.100.5"), "br-ex"));
+    assert!(has_address(&s, "bgp-nic", "10.0.0.10/32"));
+    assert!(!has_rule(&s, "10.0.0.10/32"));
+    // Ownership: bgp-nic host addresses, the bridge table, cookie 999.
+    assert!(s.ownership.tables.contains(&200));
+    assert!(s.ownership.flow_cookies.contains(&999));
+}
+
+#[test]
+fn vlan_provider_routes_through_the_vlan_device() {
+    let s = render_case("vlan_no_tenant");
+    // A7: one VLAN device per localnet tag, with its helper addresses and sysctls.
+    for (dev, vid) in [("br-ex.100", 100), ("br-ex.200", 200)] {
+        assert!(s.links.iter().any(|l| l.name.as_str() == dev
+            && l.kind
+                == LinkKind::Vlan {
+                    parent: name("br-ex"),
+                    id: vid
+                }));
+        assert_eq!(
+            s.sysctls
+                .get(&format!("net/ipv4/conf/{dev}/proxy_arp"))
+                .map(String::as_str),
+            Some("1")
+        );
+    }
+    assert!(has_address(&s, "br-ex.100", "169.254.1.100/32"));
+    assert!(has_address(&s, "br-ex.100", "fd53:d91e:400:7f17::1:64/128"));
+    // B2: routes use the VLAN device; C1 on VLAN: the neighbour too (U22 fixed by construction).
+    assert!(has_route(&s, "172.24.100.10/32", None, "br-ex.100"));
+    assert!(
+        s.neighbours
+            .iter()
+            .any(|n| n.ip.to_string() == "172.24.100.5" && n.dev.as_str() == "br-ex.100")
+    );
+}
+
+#[test]
+fn a_bridge_without_table_is_reported_and_the_rest_still_renders() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let exposures: ExposureSet = serde_json::from_str(
+        &std::fs::read_to_string(root.join("sb_bgp/gateway_tenant_fips/expected.json")).unwrap(),
+    )
+    .unwrap();
+    let (system, problems) = render(&settings(), &Facts::default(), &exposures);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("no routing table for bridge br-ex")),
+        "{problems:?}"
+    );
+    // Announcements do not depend on the bridge: every IP is still on bgp-nic.
+    assert_eq!(
+        system
+            .addresses
+            .iter()
+            .filter(|a| a.dev.as_str() == "bgp-nic")
+            .count(),
+        exposures.ips.len()
+    );
+    assert!(system.rules.is_empty());
+}
