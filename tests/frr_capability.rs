@@ -296,6 +296,25 @@ async fn frr_restart_is_detected_and_config_reapplied() {
     lab.chassis.restart();
     assert_eq!(configurator.ensure(&snippets).await.unwrap(), 1);
     assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
+
+    // The watch (frr_reconcile_interval, here 1 s) repairs a restart without any other call.
+    let configurator = std::sync::Arc::new(configurator);
+    let watch = configurator
+        .clone()
+        .spawn_restart_watch(Duration::from_secs(1));
+    lab.chassis.restart();
+    wait_for(
+        "leak re-applied by the watch",
+        Duration::from_secs(10),
+        || {
+            lab.chassis
+                .running_config()
+                .contains("import vrf bgp-vrf")
+                .then_some(())
+        },
+    );
+    assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
+    watch.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

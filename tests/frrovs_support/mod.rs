@@ -244,6 +244,22 @@ impl FrrNode {
     pub fn running_config(&self) -> String {
         self.vtysh_cmd("show running-config")
     }
+
+    /// `show running-config`, or `None` while vtysh cannot get it (for polling).
+    pub fn try_running_config(&self) -> Option<String> {
+        let out = Command::new(VTYSH)
+            .args([
+                "--vty_socket",
+                self.dir.to_str()?,
+                "-c",
+                "show running-config",
+            ])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -95,6 +96,8 @@ pub struct VtyshConfigurator {
     vtysh: Vtysh,
     full_reapply_interval: Duration,
     applied: Mutex<Applied>,
+    /// The snippets last asked for (applied or not), for [`Self::spawn_restart_watch`].
+    requested: std::sync::Mutex<Option<Vec<String>>>,
 }
 
 impl VtyshConfigurator {
@@ -114,6 +117,7 @@ impl VtyshConfigurator {
             vtysh,
             full_reapply_interval,
             applied: Mutex::new(Applied::default()),
+            requested: std::sync::Mutex::new(None),
         }
     }
 
@@ -129,6 +133,9 @@ impl VtyshConfigurator {
     pub async fn ensure_applied(&self, snippets: &[String]) -> Result<usize, FrrError> {
         for (index, snippet) in snippets.iter().enumerate() {
             check_snippet(index, snippet)?;
+        }
+        if let Ok(mut requested) = self.requested.lock() {
+            *requested = Some(snippets.to_vec());
         }
         // Serialises concurrent callers; an async mutex, so holding it across vtysh is fine.
         let mut applied = self.applied.lock().await;
@@ -191,6 +198,32 @@ impl VtyshConfigurator {
         text.push('\n');
         self.vtysh.apply(&text).await?;
         Ok(pending.len())
+    }
+
+    /// Re-runs [`Self::ensure_applied`] with the last requested snippets every `interval`
+    /// (upstream's `frr_reconcile_interval`, 15 s): an FRR restart is noticed by the (free)
+    /// fingerprint check and the configuration re-applied, whatever the rest of the agent is
+    /// doing. Failures are logged and retried at the next tick. Abort the handle to stop.
+    pub fn spawn_restart_watch(self: Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let requested = self.requested.lock().ok().and_then(|r| r.clone());
+                let Some(snippets) = requested else {
+                    continue;
+                };
+                match self.ensure_applied(&snippets).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(snippets = n, "FRR configuration re-applied"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "FRR configuration check failed; will retry")
+                    }
+                }
+            }
+        })
     }
 
     /// Forces the next [`Self::ensure_applied`] to run `vtysh -f`.
