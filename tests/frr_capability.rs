@@ -308,7 +308,7 @@ async fn frr_restart_is_detected_and_config_reapplied() {
         Duration::from_secs(10),
         || {
             lab.chassis
-                .running_config()
+                .try_running_config()?
                 .contains("import vrf bgp-vrf")
                 .then_some(())
         },
