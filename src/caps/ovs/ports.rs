@@ -93,22 +93,39 @@ pub struct PortTable {
 
 impl PortTable {
     /// The `ovs-vsctl` arguments (after global options) whose output [`PortTable::parse`] reads:
-    /// three tables in one transaction, so port membership and ofports are consistent.
-    pub fn vsctl_args() -> [&'static str; 12] {
-        [
-            "--",
-            "--columns=name,ports",
-            "list",
-            "Bridge",
-            "--",
-            "--columns=_uuid,interfaces",
-            "list",
-            "Port",
-            "--",
-            "--columns=_uuid,name,ofport,error,mac_in_use",
-            "list",
+    /// three tables in one transaction, so port membership and ofports are consistent. With
+    /// names, only those bridges and ports are listed (`--if-exists`: a missing one is simply
+    /// absent), so a node with thousands of VM ports does not pay for them; without, everything.
+    pub fn vsctl_args(bridges: &[&str], ports: &[&OvsPortName]) -> Vec<String> {
+        let scoped = !bridges.is_empty() || !ports.is_empty();
+        let mut args = Vec::new();
+        let mut list = |columns: &str, table: &str, names: Vec<&str>| {
+            args.push("--".to_owned());
+            if scoped {
+                args.push("--if-exists".to_owned());
+            }
+            args.push(format!("--columns={columns}"));
+            args.push("list".to_owned());
+            args.push(table.to_owned());
+            args.extend(names.into_iter().map(str::to_owned));
+        };
+        let port_names: Vec<&str> = ports.iter().map(|p| p.as_str()).collect();
+        // A bridge's own interface carries its MAC (`mac_in_use`), so bridges are listed as
+        // interfaces too.
+        let iface_names: Vec<&str> = port_names.iter().chain(bridges).copied().collect();
+        if scoped && bridges.is_empty() {
+            // No bridge named: ports cannot be placed; list all bridges (few) instead of none.
+            list("name,ports", "Bridge", Vec::new());
+        } else {
+            list("name,ports", "Bridge", bridges.to_vec());
+        }
+        list("_uuid,interfaces", "Port", port_names);
+        list(
+            "_uuid,name,ofport,error,mac_in_use",
             "Interface",
-        ]
+            iface_names,
+        );
+        args
     }
 
     pub fn get(&self, name: &str) -> Option<&PortInfo> {
@@ -237,6 +254,22 @@ mod tests {
         for bad in ["", "a\nb", "a,b", "a;b", "a b", "in_port=1", "x\0", "p\tq"] {
             assert!(OvsPortName::new(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn vsctl_arguments_are_scoped_to_the_names_given() {
+        let p = OvsPortName::new("patch-x").unwrap();
+        assert_eq!(
+            PortTable::vsctl_args(&["br-ex"], &[&p]).join(" "),
+            "-- --if-exists --columns=name,ports list Bridge br-ex \
+             -- --if-exists --columns=_uuid,interfaces list Port patch-x \
+             -- --if-exists --columns=_uuid,name,ofport,error,mac_in_use list Interface patch-x br-ex"
+        );
+        assert_eq!(
+            PortTable::vsctl_args(&[], &[]).join(" "),
+            "-- --columns=name,ports list Bridge -- --columns=_uuid,interfaces list Port \
+             -- --columns=_uuid,name,ofport,error,mac_in_use list Interface"
+        );
     }
 
     #[test]

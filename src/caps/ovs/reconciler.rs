@@ -150,10 +150,18 @@ impl OvsFlows {
         if bridges.is_empty() {
             return report;
         }
-        let ports = if desired.is_empty() {
+        // Only the bridges and ports concerned: one call, sized by the agent's flows.
+        let port_names: BTreeSet<OvsPortName> = desired
+            .iter()
+            .filter_map(|f| OvsPortName::new(&f.in_port).ok())
+            .collect();
+        let ports = if port_names.is_empty() {
+            // Nothing to resolve (no flow, or only invalid port names, rejected below).
             PortTable::default()
         } else {
-            match self.tools.port_table().await {
+            let bridge_refs: Vec<&InterfaceName> = bridges.iter().collect();
+            let port_refs: Vec<&OvsPortName> = port_names.iter().collect();
+            match self.tools.port_table_for(&bridge_refs, &port_refs).await {
                 Ok(p) => p,
                 Err(e) => {
                     // Without ofports nothing can be compared; deleting now could remove flows

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::OvsError;
-use super::ports::PortTable;
+use super::ports::{OvsPortName, PortTable};
 use crate::caps::process::{Invocation, ProcessOutput};
 use crate::config::OvsSection;
 use crate::types::InterfaceName;
@@ -92,12 +92,22 @@ impl OvsTools {
 
     /// Every interface with its bridge, ofport, error and MAC: one `ovs-vsctl` call.
     pub async fn port_table(&self) -> Result<PortTable, OvsError> {
+        self.port_table_for(&[], &[]).await
+    }
+
+    /// As [`Self::port_table`], limited to these bridges and ports (empty: everything).
+    pub async fn port_table_for(
+        &self,
+        bridges: &[&InterfaceName],
+        ports: &[&OvsPortName],
+    ) -> Result<PortTable, OvsError> {
         let secs = self.options.timeout.as_secs().max(1);
         let mut inv = self
             .invocation(&self.options.vsctl_path)
             .arg(format!("--timeout={secs}"))
             .arg("--format=json");
-        for a in PortTable::vsctl_args() {
+        let bridge_names: Vec<&str> = bridges.iter().map(|b| b.as_str()).collect();
+        for a in PortTable::vsctl_args(&bridge_names, ports) {
             inv = inv.arg(a);
         }
         let out = Self::run(inv).await?;
