@@ -1,0 +1,99 @@
+#!/bin/sh
+# PID 1 of the full-kernel test VM (busybox sh inside the initramfs built by prepare.sh).
+#
+# It turns the host's root, shared read-only over virtio-9p, into a writable root for the VM by laying a
+# tmpfs over it with overlayfs, puts the Debian kernel's modules at /lib/modules/<version>, runs the
+# payload that run.sh left in the exchange share as root, writes the payload's exit code back into the
+# share and powers the VM off. Everything that goes wrong here is reported on the console and in
+# the share's init-error file, so run.sh can tell a broken VM from a failing payload.
+export PATH=/bin:/sbin
+
+# Written by prepare.sh: KVER (kernel release) and MODULES_HOST_DIR (the extracted modules, a path on the host).
+. /vm-tier.conf
+
+say() { echo "vm-tier-init: $*"; }
+
+power_off() {
+    sync
+    poweroff -f
+    # poweroff needs ACPI; qemu runs with -no-reboot, so a reboot ends it too.
+    reboot -f
+}
+
+fail() {
+    say "FATAL: $*"
+    if grep -q ' /newroot/vm-exchange ' /proc/mounts 2>/dev/null; then
+        echo "$*" > /newroot/vm-exchange/init-error
+    fi
+    power_off
+}
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+
+mode=run
+for word in $(cat /proc/cmdline); do
+    case "$word" in
+        vmtier.mode=*) mode=${word#vmtier.mode=} ;;
+    esac
+done
+
+if [ "$mode" = probe ]; then
+    # Used by the KVM probe: reaching this line proves the accelerator can run this kernel.
+    say "PROBE-OK"
+    power_off
+fi
+
+# Order resolved on the host from modules.dep (dependencies first).
+while read -r module; do
+    insmod "/modules/$module" || fail "insmod $module failed"
+done < /modules/load-order
+
+# The host's root filesystem, read-only. cache=loose: the host tree does not change while a payload runs,
+# and caching its metadata makes exec and library loads far cheaper under TCG.
+mkdir -p /mnt/host /mnt/rw /newroot
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro hostroot /mnt/host ||
+    fail "cannot mount the host root (9p tag hostroot)"
+mount -t tmpfs -o mode=0755 rw /mnt/rw
+mkdir -p /mnt/rw/upper /mnt/rw/work
+mount -t overlay -o lowerdir=/mnt/host,upperdir=/mnt/rw/upper,workdir=/mnt/rw/work overlay /newroot ||
+    fail "cannot lay the tmpfs overlay over the host root"
+
+mount -t proc proc /newroot/proc
+mount -t sysfs sysfs /newroot/sys
+mount -t devtmpfs devtmpfs /newroot/dev
+mkdir -p /newroot/dev/pts /newroot/dev/shm
+mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /newroot/dev/pts
+mount -t tmpfs -o mode=1777 shm /newroot/dev/shm
+mount -t tmpfs -o mode=1777 tmp /newroot/tmp
+mount -t tmpfs -o mode=0755 run /newroot/run
+mount -t tmpfs -o mode=0755 cgroup /newroot/sys/fs/cgroup 2>/dev/null &&
+    mkdir -p /newroot/sys/fs/cgroup/unified &&
+    mount -t cgroup2 cgroup2 /newroot/sys/fs/cgroup/unified 2>/dev/null
+mkdir -p /newroot/run/netns /newroot/var/run
+# The host's own /lib/modules belongs to the host's kernel: give the VM the Debian kernel's tree.
+mkdir -p "/newroot/lib/modules/$KVER"
+mount -o bind "/mnt/host$MODULES_HOST_DIR" "/newroot/lib/modules/$KVER" ||
+    fail "cannot bind the kernel modules from $MODULES_HOST_DIR"
+
+mkdir -p /newroot/vm-exchange
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none exchange /newroot/vm-exchange ||
+    fail "cannot mount the exchange share (9p tag exchange)"
+[ -f /newroot/vm-exchange/payload.sh ] || fail "the exchange share holds no payload.sh"
+
+hostname vm-tier
+ip link set lo up
+echo "vm-tier" > /newroot/etc/hostname
+
+say "starting payload at uptime $(cut -d' ' -f1 /proc/uptime)"
+# The payload's environment is set by payload.sh itself (run.sh writes the exports there); start clean.
+chroot /newroot /usr/bin/env -i \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/root TERM=dumb LANG=C.UTF-8 VM_TIER=1 VM_EXCHANGE=/vm-exchange \
+    /bin/sh /vm-exchange/payload.sh > /newroot/vm-exchange/output.log 2>&1 < /dev/null
+status=$?
+echo "$status" > /newroot/vm-exchange/exit-code.tmp
+mv /newroot/vm-exchange/exit-code.tmp /newroot/vm-exchange/exit-code
+say "payload exited with $status"
+power_off
