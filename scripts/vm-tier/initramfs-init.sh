@@ -71,7 +71,7 @@ mount -t tmpfs -o mode=0755 run /newroot/run
 mount -t tmpfs -o mode=0755 cgroup /newroot/sys/fs/cgroup 2>/dev/null &&
     mkdir -p /newroot/sys/fs/cgroup/unified &&
     mount -t cgroup2 cgroup2 /newroot/sys/fs/cgroup/unified 2>/dev/null
-mkdir -p /newroot/run/netns /newroot/var/run
+mkdir -p /newroot/run/netns
 # The host's own /lib/modules belongs to the host's kernel: give the VM the Debian kernel's tree.
 mkdir -p "/newroot/lib/modules/$KVER"
 mount -o bind "/mnt/host$MODULES_HOST_DIR" "/newroot/lib/modules/$KVER" ||
@@ -86,14 +86,27 @@ hostname vm-tier
 ip link set lo up
 echo "vm-tier" > /newroot/etc/hostname
 
-say "starting payload at uptime $(cut -d' ' -f1 /proc/uptime)"
+# Make the overlay the system's real root (not a chroot): the kernel runs its helpers, /sbin/modprobe for
+# module autoloading above all, in the root of PID 1 as it is mounted at "/", and the agent relies on the
+# kernel loading vrf, dummy and 8021q on demand. Stage 2 then runs from a tmpfs copy of busybox.
+stage2=/newroot/run/vm-tier-init
+mkdir -p "$stage2"
+cp /bin/busybox "$stage2/busybox"
+cat > "$stage2/stage2" <<'STAGE2'
+bb=/run/vm-tier-init/busybox
+echo "vm-tier-init: starting payload at uptime $($bb cut -d' ' -f1 /proc/uptime)"
 # The payload's environment is set by payload.sh itself (run.sh writes the exports there); start clean.
-chroot /newroot /usr/bin/env -i \
+/usr/bin/env -i \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/root TERM=dumb LANG=C.UTF-8 VM_TIER=1 VM_EXCHANGE=/vm-exchange \
-    /bin/sh /vm-exchange/payload.sh > /newroot/vm-exchange/output.log 2>&1 < /dev/null
+    /bin/sh /vm-exchange/payload.sh > /vm-exchange/output.log 2>&1 < /dev/null
 status=$?
-echo "$status" > /newroot/vm-exchange/exit-code.tmp
-mv /newroot/vm-exchange/exit-code.tmp /newroot/vm-exchange/exit-code
-say "payload exited with $status"
-power_off
+echo "$status" > /vm-exchange/exit-code.tmp
+$bb mv /vm-exchange/exit-code.tmp /vm-exchange/exit-code
+echo "vm-tier-init: payload exited with $status"
+$bb sync
+$bb poweroff -f
+$bb reboot -f
+STAGE2
+exec switch_root /newroot /run/vm-tier-init/busybox sh /run/vm-tier-init/stage2
+fail "switch_root into the overlay failed"

@@ -94,8 +94,10 @@ quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 vm_qemu_command "$accel" "$KERNEL_IMAGE" "$INITRAMFS" "$console_log" "$exchange" ""
 vm_log "booting $KVER ($accel, ${VM_CPUS:-2} CPUs, ${VM_MEMORY:-2G}, timeout ${timeout}s): $*"
 started=$SECONDS
-"${QEMU_CMD[@]}" > "$exchange/qemu.log" 2>&1 < /dev/null &
+# The parent-death signal ends qemu even when this script is SIGKILLed and its EXIT trap cannot run.
+setpriv --pdeathsig KILL -- "${QEMU_CMD[@]}" > "$exchange/qemu.log" 2>&1 < /dev/null &
 qemu_pid=$!
+vm_log "qemu pid $qemu_pid, exchange $exchange"
 # The payload's output, live: the exchange share is a plain host directory.
 tail -n +1 -F --pid="$qemu_pid" "$exchange/output.log" 2>/dev/null &
 tail_pid=$!
@@ -117,7 +119,7 @@ tail_pid=
 elapsed=$((SECONDS - started))
 
 console_tail() {
-    echo "---- last console lines ($console_log) ----"
+    echo "---- last console lines (VM_KEEP=1 keeps $exchange) ----"
     tail -n "${1:-40}" "$console_log" 2>/dev/null || true
     if [ -s "$exchange/qemu.log" ]; then
         echo "---- qemu ----"
