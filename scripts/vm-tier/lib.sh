@@ -29,7 +29,7 @@ vm_qemu_command() {
         -append "$VM_KERNEL_APPEND $extra_append")
     case "$accel" in
         kvm) QEMU_CMD+=(-accel kvm -cpu host) ;;
-        tcg) QEMU_CMD+=(-accel tcg,thread=multi -cpu max) ;;
+        tcg) QEMU_CMD+=(-accel tcg,thread=multi -cpu "${VM_CPU_MODEL:-max}") ;;
         *) vm_die "unknown accelerator '$accel' (kvm or tcg)" ;;
     esac
     if [ -n "$exchange" ]; then

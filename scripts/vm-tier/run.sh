@@ -6,12 +6,14 @@
 #   sudo scripts/vm-tier/run.sh [-e NAME=VALUE]... [--] COMMAND [ARG]...
 #
 # The command runs in the current directory (same path inside the VM) with VM_TIER=1, VM_EXCHANGE (a
-# directory shared with the host, kept after the run when VM_KEEP=1) and every -e variable set.
+# directory shared with the host, kept after the run when VM_KEEP=1), VM_TIER_ACCEL (kvm|tcg),
+# VM_TIER_TIME_SCALE (multiply timeouts by it) and every -e variable set.
 #
 # Exit codes: the payload's own; 124 when it hung past VM_TIMEOUT seconds (default 600; qemu is killed);
 # 125 when the VM failed before or around the payload (no exit code came back).
 #
 # Environment: VM_TIMEOUT, VM_ACCEL (kvm|tcg, overrides the probe), VM_MEMORY (2G), VM_CPUS (2),
+# VM_CPU_MODEL (TCG -cpu, default max), VM_TIME_SCALE (default 20 under TCG, 2 under KVM),
 # VM_KEEP=1 (keep the exchange directory and console log), VM_CACHE.
 set -euo pipefail
 # shellcheck source=scripts/vm-tier/lib.sh
@@ -79,8 +81,16 @@ trap 'exit 143' TERM
 
 # Single-quote for /bin/sh (dash) in the VM.
 quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+# How much slower than the host a payload should expect to be: tests multiply their timeouts (and the
+# agent's timers) by it. Measured under TCG here: exec 15-20x, shell arithmetic 30x (docs/vm-tier.md).
+case "$accel" in
+    kvm) time_scale=${VM_TIME_SCALE:-2} ;;
+    *) time_scale=${VM_TIME_SCALE:-20} ;;
+esac
+[[ "$time_scale" =~ ^[0-9]+$ ]] || vm_die "VM_TIME_SCALE must be a whole number, got '$time_scale'"
 {
     echo "# written by scripts/vm-tier/run.sh"
+    printf 'export VM_TIER_ACCEL=%s VM_TIER_TIME_SCALE=%s\n' "$accel" "$time_scale"
     for assignment in "${payload_env[@]}"; do
         printf 'export %s=%s\n' "${assignment%%=*}" "$(quote "${assignment#*=}")"
     done
@@ -119,7 +129,7 @@ tail_pid=
 elapsed=$((SECONDS - started))
 
 console_tail() {
-    echo "---- last console lines (VM_KEEP=1 keeps $exchange) ----"
+    echo "---- last console lines (VM_KEEP=1 keeps the whole log) ----"
     tail -n "${1:-40}" "$console_log" 2>/dev/null || true
     if [ -s "$exchange/qemu.log" ]; then
         echo "---- qemu ----"
