@@ -1,6 +1,7 @@
 //! The full-kernel tier: boots the stock Debian kernel in a VM (scripts/vm-tier/run.sh) and checks that
-//! the production device kinds (VRF, dummy, 802.1Q VLAN, OVS kernel datapath) work there, that a Rust
-//! test binary runs inside it, and that a hung payload is killed and reported.
+//! the production device kinds (VRF, dummy, 802.1Q VLAN, OVS kernel datapath) work there, that FRR's
+//! leak-VRF configuration works on them, that a Rust test binary runs inside it, and that a hung
+//! payload is killed and reported.
 //!
 //! Every test here boots a VM (10–25 s each under TCG), so they are `#[ignore]`d in the default
 //! `cargo test` and run by `scripts/vm-tier/test.sh`, which CI calls explicitly. Run as root after
@@ -89,6 +90,26 @@ fn kernel_kinds_payload_passes_in_the_vm() {
         all.contains("kernel-kinds: kernel 6.1.0-"),
         "the payload did not run on the Debian 6.1 kernel"
     );
+}
+
+#[test]
+#[ignore = "full-kernel tier: run with scripts/vm-tier/test.sh (boots a VM, ~1 min)"]
+fn frr_leak_vrf_configuration_works_on_real_vrf_and_dummy() {
+    assert_prepared();
+    let output = run_in_vm(&[], &["scripts/vm-tier/payloads/frr-vrf-leak.sh"]);
+    let all = text(&output);
+    assert!(
+        output.status.success(),
+        "frr-vrf-leak payload failed ({})",
+        output.status
+    );
+    for check in [
+        "PASS: zebra knows bgp-vrf with table 10",
+        "PASS: 203.0.113.5/32 is in the VRF instance's BGP table",
+        "PASS: 203.0.113.5/32 is leaked into the default instance (nexthop in the VRF)",
+    ] {
+        assert!(all.contains(check), "missing '{check}' in the VM output");
+    }
 }
 
 /// On the host this boots the VM and runs this very test binary there through
