@@ -9,6 +9,7 @@
 export PATH=/bin:/sbin
 
 # Written by prepare.sh: KVER (kernel release) and MODULES_HOST_DIR (the extracted modules, a path on the host).
+# shellcheck disable=SC1091
 . /vm-tier.conf
 
 say() { echo "vm-tier-init: $*"; }
@@ -108,5 +109,6 @@ $bb sync
 $bb poweroff -f
 $bb reboot -f
 STAGE2
+# shellcheck disable=SC2093 # reached only when switch_root itself fails
 exec switch_root /newroot /run/vm-tier-init/busybox sh /run/vm-tier-init/stage2
 fail "switch_root into the overlay failed"

@@ -4,7 +4,9 @@
 # Where the extracted Debian kernel, its modules, the initramfs and the KVM probe result live.
 VM_CACHE=${VM_CACHE:-/var/cache/ovn-bgp-agent-vm}
 # The file prepare.sh writes last: run.sh trusts the cache only when it exists.
+# shellcheck disable=SC2034 # used by the scripts that source this file
 VM_STATE_FILE="$VM_CACHE/prepared.env"
+# shellcheck disable=SC2034
 VM_TIER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 vm_log() { printf 'vm-tier: %s\n' "$*" >&2; }
@@ -27,6 +29,7 @@ vm_qemu_command() {
         -display none -monitor none -serial "file:$console_log"
         -kernel "$kernel" -initrd "$initramfs"
         -append "$VM_KERNEL_APPEND $extra_append")
+    # shellcheck disable=SC2054 # commas are qemu option syntax
     case "$accel" in
         kvm) QEMU_CMD+=(-accel kvm -cpu host) ;;
         tcg) QEMU_CMD+=(-accel tcg,thread=multi -cpu "${VM_CPU_MODEL:-max}") ;;

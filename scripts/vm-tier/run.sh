@@ -130,7 +130,7 @@ elapsed=$((SECONDS - started))
 
 console_tail() {
     echo "---- last console lines (VM_KEEP=1 keeps the whole log) ----"
-    tail -n "${1:-40}" "$console_log" 2>/dev/null || true
+    tail -n 40 "$console_log" 2>/dev/null || true
     if [ -s "$exchange/qemu.log" ]; then
         echo "---- qemu ----"
         cat "$exchange/qemu.log"
