@@ -188,4 +188,11 @@ ACCEL='$ACCEL'
 ACCEL_REASON='$ACCEL_REASON'
 EOF
 mv "$state" "$VM_STATE_FILE"
+# Kernels superseded by a newer mirror kernel are 400 MB each: keep only the one in use.
+for old in "$VM_CACHE"/6.1.0-*-amd64 "$VM_CACHE"/initramfs-6.1.0-*-amd64.cpio*; do
+    case "$old" in
+        "$kernel_dir" | "$initramfs" | "$initramfs.key") ;;
+        *) [ -e "$old" ] && rm -rf "$old" && vm_log "removed superseded $old" ;;
+    esac
+done
 vm_log "ready: kernel $kver, accelerator $ACCEL ($ACCEL_REASON), prepare took $((SECONDS - started)) s"
