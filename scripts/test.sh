@@ -3,7 +3,7 @@
 # CI runs. Must be run as root (the tests create network namespaces and start OVS, OVN and FRR).
 #
 #   sudo scripts/test.sh            # everything
-#   sudo scripts/test.sh --quick    # skip fmt/clippy and the slim-build check
+#   sudo scripts/test.sh --quick    # skip fmt/clippy, the slim-build check and the VM tier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +16,9 @@ if [ "$(id -u)" != 0 ]; then
     echo "scripts/test.sh must run as root: the tests create network namespaces and start OVS/OVN/FRR" >&2
     exit 1
 fi
+
+mkdir -p target
+rm -f target/test-output.txt target/vm-tier-output.txt
 
 step "system packages"
 scripts/install-deps.sh
@@ -56,7 +59,12 @@ if [ "$quick" = 0 ]; then
     }
 fi
 
+if [ "$quick" = 0 ]; then
+    step "full-kernel tier: stock Debian kernel under qemu (real vrf, dummy, vlan, OVS kernel datapath)"
+    scripts/vm-tier/test.sh 2>&1 | tee target/vm-tier-output.txt
+fi
+
 step "done"
-grep -E '^test result:' target/test-output.txt | awk '
+cat target/test-output.txt target/vm-tier-output.txt 2>/dev/null | grep -E '^test result:' | awk '
     { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed;?$/) p += $(i-1); if ($(i) ~ /^failed;?$/) f += $(i-1) } }
     END { printf "%d passed, %d failed\n", p, f }'
