@@ -12,6 +12,8 @@ pub mod frr;
 pub mod netlink;
 pub mod ovs;
 pub mod ovsdb;
+pub mod reconcile;
+pub mod rt_tables;
 
 use std::sync::Arc;
 
@@ -37,6 +39,24 @@ pub trait SystemReconciler: Send + Sync {
     async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError>;
 }
 
+/// Reconciles the agent's OpenFlow flows (implemented by the OVS capability): returns the numbers
+/// of flows added and removed.
+#[async_trait]
+pub trait FlowReconciler: Send + Sync {
+    async fn reconcile_flows(
+        &self,
+        desired: &std::collections::BTreeSet<crate::system::PortFlowSpec>,
+        owned_cookies: &std::collections::BTreeSet<u64>,
+    ) -> Result<(usize, usize), CapError>;
+}
+
+/// Keeps FRR configuration snippets applied (implemented by the FRR capability): returns the
+/// number of snippets it had to apply.
+#[async_trait]
+pub trait FrrConfigurator: Send + Sync {
+    async fn ensure(&self, snippets: &[String]) -> Result<usize, CapError>;
+}
+
 /// A reconciler that refuses to work: used until the real one is wired in, so nothing pretends
 /// to have applied anything.
 pub struct UnavailableReconciler;
@@ -54,13 +74,39 @@ impl SystemReconciler for UnavailableReconciler {
 #[derive(Clone)]
 pub struct Capabilities {
     pub reconciler: Arc<dyn SystemReconciler>,
+    /// The kernel capability on its own (kind probes, direct use by backends).
+    pub netlink: Arc<netlink::NetlinkReconciler>,
 }
 
 impl Capabilities {
-    /// Capabilities for this build and configuration.
-    pub fn new(_config: &crate::config::AgentConfig) -> Self {
+    /// Capabilities for this build and configuration. Cheap: the netlink socket (in
+    /// `[linux] netns`) is opened on first use. Flows and FRR are plugged in with
+    /// [`Capabilities::with_flows_and_frr`] once their capabilities exist.
+    pub fn new(config: &crate::config::AgentConfig) -> Self {
+        let netlink = Arc::new(netlink::NetlinkReconciler::from_config(&config.linux));
         Self {
-            reconciler: Arc::new(UnavailableReconciler),
+            reconciler: Arc::new(reconcile::CompositeReconciler::new(
+                netlink.clone(),
+                None,
+                None,
+            )),
+            netlink,
+        }
+    }
+
+    /// The same kernel capability, with flow and FRR reconcilers.
+    pub fn with_flows_and_frr(
+        self,
+        flows: Option<Arc<dyn FlowReconciler>>,
+        frr: Option<Arc<dyn FrrConfigurator>>,
+    ) -> Self {
+        Self {
+            reconciler: Arc::new(reconcile::CompositeReconciler::new(
+                self.netlink.clone(),
+                flows,
+                frr,
+            )),
+            netlink: self.netlink,
         }
     }
 }

@@ -1,0 +1,216 @@
+//! One long-lived rtnetlink socket: dumps, and batches of requests pipelined over it.
+//!
+//! A batch is written with one `sendmsg` (netlink-proto encodes every message of a batch into one
+//! datagram) and the kernel acknowledges each message in order, so thousands of changes cost a
+//! handful of system calls. Several batches are kept in flight at once.
+
+use futures::StreamExt;
+use futures::stream;
+use rtnetlink::packet_core::{
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
+};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::proto::{ConnectionHandle, NetlinkCodec};
+use rtnetlink::sys::protocols::NETLINK_ROUTE;
+use rtnetlink::sys::{Socket, SocketAddr, TokioSocket};
+use std::os::fd::{FromRawFd, IntoRawFd};
+
+use super::NetlinkError;
+use super::error::KernelErrno;
+use super::netns::NetnsWorker;
+
+/// Messages per datagram. A route message is ~80 bytes: 256 of them stay far below the socket
+/// send buffer, and their acks (36 bytes each with NETLINK_CAP_ACK) far below the receive buffer.
+const BATCH: usize = 256;
+/// Batches in flight at once.
+const IN_FLIGHT: usize = 8;
+/// Receive buffer: large dumps (10k+ routes) and many acks in flight must not overflow it.
+const RCVBUF: libc::c_int = 16 << 20;
+
+/// A request to apply: the message, its netlink flags (beyond REQUEST|ACK) and a description
+/// of the object for error reports.
+pub struct Request {
+    pub message: RouteNetlinkMessage,
+    pub flags: u16,
+    pub what: String,
+}
+
+#[derive(Clone)]
+pub struct NetlinkConn {
+    handle: ConnectionHandle<RouteNetlinkMessage>,
+    netns: String,
+}
+
+fn set_rcvbuf_force(sock: &Socket) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let size = RCVBUF;
+    // SAFETY: plain setsockopt on a socket we own, with a c_int value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &size as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        // Without CAP_NET_ADMIN fall back to the capped SO_RCVBUF.
+        sock.set_rx_buf_sz(size)
+    }
+}
+
+impl NetlinkConn {
+    /// Open the socket inside the worker's namespace and start the connection task on the
+    /// current runtime.
+    pub async fn open(worker: &NetnsWorker) -> Result<Self, NetlinkError> {
+        let netns = worker.target().describe();
+        let socket = worker
+            .run(|| -> std::io::Result<Socket> {
+                let sock = Socket::new(NETLINK_ROUTE)?;
+                set_rcvbuf_force(&sock)?;
+                // Short acks: a failed request does not echo the whole message back.
+                sock.set_cap_ack(true)?;
+                sock.set_ext_ack(true)?;
+                Ok(sock)
+            })
+            .await?
+            .map_err(|source| NetlinkError::Socket {
+                netns: netns.clone(),
+                source,
+            })?;
+        // SAFETY: the fd comes from a Socket we just created and gave up ownership of.
+        let socket = unsafe { TokioSocket::from_raw_fd(socket.into_raw_fd()) };
+        let (conn, handle, _unsolicited) = rtnetlink::proto::from_socket_with_codec::<
+            RouteNetlinkMessage,
+            TokioSocket,
+            NetlinkCodec,
+        >(socket);
+        tokio::spawn(conn);
+        Ok(Self { handle, netns })
+    }
+
+    fn closed(&self) -> NetlinkError {
+        NetlinkError::ConnectionClosed(self.netns.clone())
+    }
+
+    /// Dump one object class (`NLM_F_DUMP`).
+    pub async fn dump(
+        &self,
+        what: &str,
+        message: RouteNetlinkMessage,
+    ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+        self.dump_flags(what, message, NLM_F_DUMP).await
+    }
+
+    /// A request answered by data messages (a dump, or a get by name with `flags = 0`).
+    pub async fn dump_flags(
+        &self,
+        what: &str,
+        message: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+        let mut req = NetlinkMessage::from(message);
+        req.header.flags = NLM_F_REQUEST | flags;
+        let mut replies = self
+            .handle
+            .request(req, SocketAddr::new(0, 0))
+            .map_err(|_| self.closed())?;
+        let mut out = Vec::new();
+        while let Some(reply) = replies.next().await {
+            match reply.payload {
+                NetlinkPayload::InnerMessage(m) => out.push(m),
+                NetlinkPayload::Error(e) => {
+                    if let Some(code) = e.code {
+                        return Err(NetlinkError::Kernel {
+                            op: format!("dump of {what}"),
+                            errno: KernelErrno(-code.get()),
+                        });
+                    }
+                }
+                NetlinkPayload::Done(_) => break,
+                NetlinkPayload::Overrun(_) => {
+                    return Err(NetlinkError::Unexpected {
+                        op: format!("dump of {what}"),
+                        detail: "overrun".to_owned(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Apply one request and wait for its ack.
+    pub async fn apply_one(&self, request: Request) -> Result<(), NetlinkError> {
+        let what = request.what.clone();
+        match self.apply(vec![request]).await.pop() {
+            Some((_, r)) => r,
+            None => Err(NetlinkError::Unexpected {
+                op: what,
+                detail: "no acknowledgement".to_owned(),
+            }),
+        }
+    }
+
+    /// Apply many requests, pipelined: returns each request's description with its outcome.
+    /// One failing request never stops the others.
+    pub async fn apply(&self, requests: Vec<Request>) -> Vec<(String, Result<(), NetlinkError>)> {
+        let mut chunks: Vec<Vec<Request>> = Vec::new();
+        let mut requests = requests.into_iter().peekable();
+        while requests.peek().is_some() {
+            chunks.push(requests.by_ref().take(BATCH).collect());
+        }
+        stream::iter(chunks.into_iter().map(|chunk| self.apply_batch(chunk)))
+            .buffer_unordered(IN_FLIGHT)
+            .flat_map(stream::iter)
+            .collect()
+            .await
+    }
+
+    async fn apply_batch(&self, batch: Vec<Request>) -> Vec<(String, Result<(), NetlinkError>)> {
+        let mut whats = Vec::with_capacity(batch.len());
+        let mut messages = Vec::with_capacity(batch.len());
+        for r in batch {
+            let mut m = NetlinkMessage::from(r.message);
+            m.header.flags = NLM_F_REQUEST | NLM_F_ACK | r.flags;
+            messages.push(m);
+            whats.push(r.what);
+        }
+        let mut replies = match self.handle.request_batch(messages, SocketAddr::new(0, 0)) {
+            Ok(r) => r,
+            Err(_) => {
+                return whats.into_iter().map(|w| (w, Err(self.closed()))).collect();
+            }
+        };
+        // The kernel acknowledges the messages of a datagram in order; sequence numbers are
+        // consecutive, so sorting by them restores the request order even if the transport
+        // reordered nothing.
+        let mut acks: Vec<(u32, Option<i32>)> = Vec::with_capacity(whats.len());
+        while let Some(reply) = replies.next().await {
+            let seq = reply.header.sequence_number;
+            match reply.payload {
+                NetlinkPayload::Error(e) => acks.push((seq, e.code.map(|c| -c.get()))),
+                NetlinkPayload::InnerMessage(_) | NetlinkPayload::Done(_) => {}
+                _ => {}
+            }
+        }
+        acks.sort_by_key(|(seq, _)| *seq);
+        let mut out = Vec::with_capacity(whats.len());
+        let mut acks = acks.into_iter();
+        for what in whats {
+            let result = match acks.next() {
+                Some((_, None)) => Ok(()),
+                Some((_, Some(errno))) => Err(NetlinkError::Kernel {
+                    op: what.clone(),
+                    errno: KernelErrno(errno),
+                }),
+                None => Err(self.closed()),
+            };
+            out.push((what, result));
+        }
+        out
+    }
+}
