@@ -73,7 +73,7 @@ impl NetlinkConn {
                 set_rcvbuf_force(&sock)?;
                 // Short acks: a failed request does not echo the whole message back.
                 sock.set_cap_ack(true)?;
-                sock.set_ext_ack(true)?;
+                // EXT_ACK stays off: netlink-packet-core does not decode its TLVs.
                 Ok(sock)
             })
             .await?
@@ -83,12 +83,15 @@ impl NetlinkConn {
             })?;
         // SAFETY: the fd comes from a Socket we just created and gave up ownership of.
         let socket = unsafe { TokioSocket::from_raw_fd(socket.into_raw_fd()) };
-        let (conn, handle, _unsolicited) = rtnetlink::proto::from_socket_with_codec::<
+        let (conn, handle, mut unsolicited) = rtnetlink::proto::from_socket_with_codec::<
             RouteNetlinkMessage,
             TokioSocket,
             NetlinkCodec,
         >(socket);
         tokio::spawn(conn);
+        // The connection stops when nobody listens for unsolicited messages: drain them (the
+        // socket joins no multicast group, so there are none in practice).
+        tokio::spawn(async move { while unsolicited.next().await.is_some() {} });
         Ok(Self { handle, netns })
     }
 
@@ -172,7 +175,8 @@ impl NetlinkConn {
 
     async fn apply_batch(&self, batch: Vec<Request>) -> Vec<(String, Result<(), NetlinkError>)> {
         let mut whats = Vec::with_capacity(batch.len());
-        let mut messages = Vec::with_capacity(batch.len());
+        let mut messages = Vec::with_capacity(batch.len() + 1);
+        messages.push(marker());
         for r in batch {
             let mut m = NetlinkMessage::from(r.message);
             m.header.flags = NLM_F_REQUEST | NLM_F_ACK | r.flags;
@@ -185,32 +189,53 @@ impl NetlinkConn {
                 return whats.into_iter().map(|w| (w, Err(self.closed()))).collect();
             }
         };
-        // The kernel acknowledges the messages of a datagram in order; sequence numbers are
-        // consecutive, so sorting by them restores the request order even if the transport
-        // reordered nothing.
-        let mut acks: Vec<(u32, Option<i32>)> = Vec::with_capacity(whats.len());
+        // netlink-proto swallows positive acks and ends the stream once every message is
+        // answered: only errors arrive, tagged with their sequence number. The sequence numbers
+        // of a batch are consecutive and the marker (always answered with ENODEV) comes first,
+        // so its number locates every error.
+        let mut errors: Vec<(u32, i32)> = Vec::new();
         while let Some(reply) = replies.next().await {
-            let seq = reply.header.sequence_number;
-            match reply.payload {
-                NetlinkPayload::Error(e) => acks.push((seq, e.code.map(|c| -c.get()))),
-                NetlinkPayload::InnerMessage(_) | NetlinkPayload::Done(_) => {}
-                _ => {}
+            if let NetlinkPayload::Error(e) = reply.payload
+                && let Some(code) = e.code
+            {
+                errors.push((reply.header.sequence_number, -code.get()));
             }
         }
-        acks.sort_by_key(|(seq, _)| *seq);
-        let mut out = Vec::with_capacity(whats.len());
-        let mut acks = acks.into_iter();
-        for what in whats {
-            let result = match acks.next() {
-                Some((_, None)) => Ok(()),
-                Some((_, Some(errno))) => Err(NetlinkError::Kernel {
-                    op: what.clone(),
-                    errno: KernelErrno(errno),
-                }),
-                None => Err(self.closed()),
-            };
-            out.push((what, result));
+        errors.sort_by_key(|(seq, _)| *seq);
+        let mut results: Vec<(String, Result<(), NetlinkError>)> =
+            whats.into_iter().map(|w| (w, Ok(()))).collect();
+        match errors.split_first() {
+            Some((&(base, errno), rest)) if errno == libc::ENODEV => {
+                for &(seq, errno) in rest {
+                    let Some(slot) = seq
+                        .checked_sub(base + 1)
+                        .and_then(|i| results.get_mut(i as usize))
+                    else {
+                        continue;
+                    };
+                    slot.1 = Err(NetlinkError::Kernel {
+                        op: slot.0.clone(),
+                        errno: KernelErrno(errno),
+                    });
+                }
+            }
+            _ => {
+                // No marker answer: the connection broke before the batch was processed.
+                for slot in &mut results {
+                    slot.1 = Err(self.closed());
+                }
+            }
         }
-        out
+        results
     }
+}
+
+/// `RTM_GETLINK` of an interface index that cannot exist: answered with ENODEV, marking where a
+/// batch's sequence numbers start.
+fn marker() -> NetlinkMessage<RouteNetlinkMessage> {
+    let mut link = rtnetlink::packet_route::link::LinkMessage::default();
+    link.header.index = i32::MAX as u32;
+    let mut m = NetlinkMessage::from(RouteNetlinkMessage::GetLink(link));
+    m.header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    m
 }
