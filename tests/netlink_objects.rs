@@ -350,8 +350,10 @@ async fn objects_created_diffed_cleaned_and_foreign_ones_kept() {
     assert!(r.reconcile(&d2).await.unwrap().is_noop());
 
     // Nothing desired any more: everything the agent owns goes, the rest stays.
-    let mut empty = DesiredSystem::default();
-    empty.ownership = desired().ownership;
+    let empty = DesiredSystem {
+        ownership: desired().ownership,
+        ..Default::default()
+    };
     let cleaned = r.reconcile(&empty).await.unwrap();
     println!("cleanup: {cleaned:?}");
     assert!(cleaned.errors.is_empty(), "{:#?}", cleaned.errors);
