@@ -7,13 +7,14 @@
 use futures::StreamExt;
 use futures::stream;
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::proto::{ConnectionHandle, NetlinkCodec};
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr, TokioSocket};
 use std::os::fd::{FromRawFd, IntoRawFd};
+use std::sync::Arc;
 
 use super::NetlinkError;
 use super::error::KernelErrno;
@@ -39,6 +40,9 @@ pub struct Request {
 pub struct NetlinkConn {
     handle: ConnectionHandle<RouteNetlinkMessage>,
     netns: String,
+    /// A netlink socket runs one dump at a time (a second one gets EBUSY): dumps queue here.
+    /// Plain requests are not affected and keep flowing during a dump.
+    dumping: Arc<tokio::sync::Mutex<()>>,
 }
 
 fn set_rcvbuf_force(sock: &Socket) -> std::io::Result<()> {
@@ -92,7 +96,11 @@ impl NetlinkConn {
         // The connection stops when nobody listens for unsolicited messages: drain them (the
         // socket joins no multicast group, so there are none in practice).
         tokio::spawn(async move { while unsolicited.next().await.is_some() {} });
-        Ok(Self { handle, netns })
+        Ok(Self {
+            handle,
+            netns,
+            dumping: Arc::new(tokio::sync::Mutex::new(())),
+        })
     }
 
     fn closed(&self) -> NetlinkError {
@@ -109,12 +117,31 @@ impl NetlinkConn {
     }
 
     /// A request answered by data messages (a dump, or a get by name with `flags = 0`).
+    /// A dump the kernel marks as interrupted (`NLM_F_DUMP_INTR`: the table changed while it
+    /// was read) is read again.
     pub async fn dump_flags(
         &self,
         what: &str,
         message: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+        let _one_dump_at_a_time = self.dumping.lock().await;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let (out, interrupted) = self.dump_once(what, message.clone(), flags).await?;
+            if !interrupted || attempts >= 5 {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn dump_once(
+        &self,
+        what: &str,
+        message: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<(Vec<RouteNetlinkMessage>, bool), NetlinkError> {
         let mut req = NetlinkMessage::from(message);
         req.header.flags = NLM_F_REQUEST | flags;
         let mut replies = self
@@ -122,7 +149,9 @@ impl NetlinkConn {
             .request(req, SocketAddr::new(0, 0))
             .map_err(|_| self.closed())?;
         let mut out = Vec::new();
+        let mut interrupted = false;
         while let Some(reply) = replies.next().await {
+            interrupted |= reply.header.flags & NLM_F_DUMP_INTR != 0;
             match reply.payload {
                 NetlinkPayload::InnerMessage(m) => out.push(m),
                 NetlinkPayload::Error(e) => {
@@ -143,7 +172,7 @@ impl NetlinkConn {
                 _ => {}
             }
         }
-        Ok(out)
+        Ok((out, interrupted))
     }
 
     /// Apply one request and wait for its ack.
