@@ -32,6 +32,9 @@ fn hostile_interface_names_cannot_be_built_or_deserialised() {
     );
 }
 
+/// Makes one value of a valid desired state invalid.
+type Spoiler = Box<dyn Fn(&mut DesiredSystem)>;
+
 #[tokio::test]
 async fn an_invalid_desired_state_is_refused_before_anything_is_applied() {
     let ns = TestNetns::new();
@@ -66,7 +69,7 @@ async fn an_invalid_desired_state_is_refused_before_anything_is_applied() {
         d
     };
 
-    let hostile: Vec<(&str, Box<dyn Fn(&mut DesiredSystem)>)> = vec![
+    let hostile: Vec<(&str, Spoiler)> = vec![
         (
             "sysctl key with a newline",
             Box::new(|d| {
