@@ -1,8 +1,10 @@
 //! Benchmark of the kernel reconciler: in a fresh network namespace, N addresses + N rules +
 //! N routes applied from empty, a no-op second reconcile, and removal of everything.
 //!
-//! Run as root: `cargo run --release --example netlink_bench [N]` (default 10000).
-//! It creates the namespace `nlt-bench-<pid>` with `ip netns add` and deletes it at the end.
+//! Run as root: `cargo run --release --example netlink_bench [N] [--kernel-reference]`
+//! (default N = 10000). It creates the namespace `nlt-bench-<pid>` with `ip netns add` and
+//! deletes it at the end. With `--kernel-reference` it also times `ip -batch` adding the same
+//! objects in another fresh namespace: what the kernel itself needs, one request at a time.
 
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -68,10 +70,9 @@ fn ms(d: Duration) -> String {
 
 #[tokio::main]
 async fn main() {
-    let n: u32 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(10_000);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: u32 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(10_000);
+    let reference = args.iter().any(|a| a == "--kernel-reference");
     let ns = Netns(format!("nlt-bench-{}", std::process::id()));
     let status = Command::new("ip")
         .args(["netns", "add", &ns.0])
@@ -139,4 +140,52 @@ async fn main() {
         ms(t_remove),
         removal.removed
     );
+    if reference {
+        kernel_reference(n);
+    }
+}
+
+/// `ip -batch` on the same objects, in a fresh namespace, class by class.
+fn kernel_reference(n: u32) {
+    let ns = Netns(format!("nlt-bref-{}", std::process::id()));
+    let run = |batch: &str| {
+        let path = std::env::temp_dir().join(format!("{}.batch", ns.0));
+        std::fs::write(&path, batch).expect("write batch file");
+        let t = Instant::now();
+        let ok = Command::new("ip")
+            .args(["-n", &ns.0, "-batch"])
+            .arg(&path)
+            .status()
+            .expect("run ip -batch");
+        let elapsed = t.elapsed();
+        let _ = std::fs::remove_file(&path);
+        assert!(ok.success(), "ip -batch failed");
+        elapsed
+    };
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .expect("ip")
+            .success()
+    );
+    run(
+        "link add bgp-nic type ifb\nlink set bgp-nic up\nlink add br-ex type bridge\nlink set br-ex up\n",
+    );
+    let ips: Vec<Ipv4Addr> = (0..n)
+        .map(|i| Ipv4Addr::from(0x0a00_0000 + i + 1))
+        .collect();
+    let batch = |f: &dyn Fn(&Ipv4Addr) -> String| ips.iter().map(f).collect::<String>();
+    println!("kernel reference (ip -batch, one request at a time):");
+    let a = run(&batch(&|ip| format!("addr add {ip}/32 dev bgp-nic\n")));
+    println!("  addresses: {}", ms(a));
+    let r = run(&batch(&|ip| {
+        format!("rule add to {ip}/32 table 200 priority 1000\n")
+    }));
+    println!("  rules:     {}", ms(r));
+    let t = run(&batch(&|ip| {
+        format!("route add {ip}/32 dev br-ex table 200 proto boot scope link\n")
+    }));
+    println!("  routes:    {}", ms(t));
+    println!("  total:     {}", ms(a + r + t));
 }

@@ -139,6 +139,20 @@ async fn an_invalid_desired_state_is_refused_before_anything_is_applied() {
             }),
         ),
         (
+            "two routes the kernel cannot tell apart",
+            Box::new(|d| {
+                d.routes.insert(RouteSpec {
+                    table: 200,
+                    dst: "192.0.2.1/32".parse().unwrap(),
+                    route_type: RouteType::Unicast,
+                    via: None,
+                    dev: Some(ifname("br-other")),
+                    scope_link: true,
+                    metric: None,
+                });
+            }),
+        ),
+        (
             "owning the main table",
             Box::new(|d| {
                 d.ownership.tables.insert(254);

@@ -97,8 +97,20 @@ pub fn problems(desired: &DesiredSystem) -> Vec<String> {
             ));
         }
     }
+    let mut identities = BTreeMap::new();
     for r in &desired.routes {
         let what = format!("route {} table {}", r.dst, r.table);
+        // Two routes the kernel cannot tell apart would replace each other on every reconcile.
+        let metric = r
+            .metric
+            .unwrap_or(if r.dst.addr().is_ipv6() { 1024 } else { 0 });
+        if let Some(prev) = identities.insert((r.table, r.dst.trunc(), metric), r)
+            && prev != r
+        {
+            p.push(format!(
+                "{what}: desired twice with the same metric ({prev:?} / {r:?})"
+            ));
+        }
         if is_reserved_table(r.table) {
             p.push(format!("{what}: table is reserved"));
         }
