@@ -305,3 +305,70 @@ pub fn delete_request(index: u32, name: &str) -> Request {
         what: format!("delete link {name}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Round trips through the wire format for the kinds this test machine's kernel lacks (vrf,
+    //! vlan): the requests carry what `ip link add ... type vrf table N` / `type vlan id N` send.
+    use super::*;
+    use crate::types::InterfaceName;
+    use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
+
+    fn round_trip(r: Request) -> ObservedLink {
+        let mut m = NetlinkMessage::from(r.message);
+        m.finalize();
+        let mut buf = vec![0u8; m.buffer_len()];
+        m.serialize(&mut buf);
+        let back = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf).expect("decodes");
+        let NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) = back.payload else {
+            panic!("not a NEWLINK")
+        };
+        parse(&RouteNetlinkMessage::NewLink(l)).expect("parses")
+    }
+
+    fn spec(kind: LinkKind) -> LinkSpec {
+        LinkSpec {
+            name: InterfaceName::new("x0").unwrap(),
+            kind,
+            master: None,
+            mac: None,
+            up: true,
+        }
+    }
+
+    #[test]
+    fn vrf_and_vlan_requests_carry_table_id_and_parent() {
+        let vrf = round_trip(create_request(&spec(LinkKind::Vrf { table: 10 }), None));
+        assert_eq!(
+            (vrf.kind.as_deref(), vrf.vrf_table),
+            (Some("vrf"), Some(10))
+        );
+        let vlan_kind = LinkKind::Vlan {
+            parent: InterfaceName::new("br-ex").unwrap(),
+            id: 100,
+        };
+        let vlan = round_trip(create_request(&spec(vlan_kind.clone()), Some(7)));
+        assert_eq!(
+            (vlan.kind.as_deref(), vlan.vlan_id, vlan.parent),
+            (Some("vlan"), Some(100), Some(7))
+        );
+        assert!(matches(&spec(vlan_kind.clone()), &vlan, Some(7)).is_ok());
+        assert!(matches(&spec(vlan_kind), &vlan, Some(8)).is_err());
+        assert!(matches(&spec(LinkKind::Vrf { table: 11 }), &vrf, None).is_err());
+        let dummy = round_trip(create_request(&spec(LinkKind::Dummy), None));
+        assert_eq!(dummy.kind.as_deref(), Some("dummy"));
+    }
+
+    #[test]
+    fn missing_kind_fixes_name_the_config_option() {
+        assert_eq!(
+            missing_kind_fix("vrf"),
+            "modprobe vrf, or set [linux] vrf_device_kind = bridge"
+        );
+        assert_eq!(
+            missing_kind_fix("dummy"),
+            "modprobe dummy, or set [linux] nic_device_kind = ifb"
+        );
+        assert_eq!(missing_kind_fix("vlan"), "modprobe 8021q");
+    }
+}

@@ -35,8 +35,8 @@ pub fn key_path(key: &str) -> Result<PathBuf, NetlinkError> {
         }
         path.push(part);
     }
-    if path.components().count() < 4 {
-        return Err(invalid("too short"));
+    if key.split('.').count() < 3 {
+        return Err(invalid("too short: net.<section>.<name> at least"));
     }
     Ok(path)
 }
@@ -70,4 +70,34 @@ pub fn ensure(key: &str, path: &PathBuf, value: &str) -> Result<bool, NetlinkErr
     }
     std::fs::write(path, format!("{value}\n")).map_err(err)?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_proc_sys_with_slash_for_a_dot_in_a_device_name() {
+        assert_eq!(
+            key_path("net.ipv4.conf.br-ex/100.proxy_arp").unwrap(),
+            PathBuf::from("/proc/sys/net/ipv4/conf/br-ex.100/proxy_arp")
+        );
+        assert_eq!(
+            key_path("net.ipv6.conf.all.forwarding").unwrap(),
+            PathBuf::from("/proc/sys/net/ipv6/conf/all/forwarding")
+        );
+        for bad in [
+            "kernel.panic",
+            "net",
+            "net.ipv4..x.y",
+            "net.ipv4.conf.//.x",
+            "net.ipv4.conf.a b.x",
+            "net.ipv4.conf.a\n.x",
+        ] {
+            assert!(key_path(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_value("k", "1").is_ok());
+        assert!(check_value("k", "1 0").is_err());
+        assert!(check_value("k", "").is_err());
+    }
 }
