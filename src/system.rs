@@ -40,9 +40,15 @@ pub enum LinkKind {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LinkSpec {
     pub name: InterfaceName,
+    /// Created with this kind when absent. An existing link of another kind is left as it is
+    /// (reported), unless the agent owns it ([`Ownership::link_names`]): then it is recreated. A
+    /// desired `Bridge` accepts any existing device of that name (the OVS bridge's own port).
     pub kind: LinkKind,
+    /// `ip link set <name> master <master>`; `None` leaves the master alone.
     pub master: Option<InterfaceName>,
+    /// `ip link set <name> address <mac>`; `None` leaves the MAC alone.
     pub mac: Option<MacAddr>,
+    /// `ip link set <name> up`; `false` leaves the state alone (the agent never sets links down).
     pub up: bool,
 }
 

@@ -162,7 +162,6 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
 #[tokio::test]
 async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
     let ns = TestNetns::new();
-    ns.ip(&["link", "add", "br-ex", "type", "bridge"]);
     let r = ns.reconciler();
     assert!(r.link_kind_supported("bridge").await.unwrap());
     assert!(!r.link_kind_supported("nosuchkind").await.unwrap());
@@ -193,7 +192,8 @@ async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
         let supported = r.link_kind_supported(kind).await.unwrap();
         let name = spec.name.to_string();
         let d = DesiredSystem {
-            links: [spec].into(),
+            // The VLAN's parent is created in the same reconcile (before the VLAN).
+            links: [spec, link("br-ex", LinkKind::Bridge)].into(),
             ..Default::default()
         };
         let report = r.reconcile(&d).await.unwrap();

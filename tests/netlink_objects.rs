@@ -460,3 +460,38 @@ async fn a_failing_object_is_reported_and_the_rest_applied() {
         && e.object.contains("10.9.0.0/24 via 203.0.113.1")
         && e.error.contains("os error")));
 }
+
+#[tokio::test]
+async fn sysctls_of_a_dotted_device_name_use_the_slash_form() {
+    let ns = TestNetns::new();
+    let mut d = DesiredSystem::default();
+    // A VLAN-style name (`<bridge[:10]>.<vid>`); a bridge here, the kernel lacks 8021q.
+    d.links.insert(link("br-ex.100", LinkKind::Bridge));
+    d.sysctls.insert(
+        "net.ipv4.conf.br-ex/100.proxy_arp".to_owned(),
+        "1".to_owned(),
+    );
+    d.sysctls.insert(
+        "net.ipv6.conf.br-ex/100.proxy_ndp".to_owned(),
+        "1".to_owned(),
+    );
+    let r = ns.reconciler();
+    let report = r.reconcile(&d).await.unwrap();
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(report.changed.get("sysctls"), Some(&2), "{report:?}");
+    assert_eq!(ns.sysctl("net.ipv4.conf.br-ex/100.proxy_arp"), "1");
+    assert_eq!(ns.sysctl("net.ipv6.conf.br-ex/100.proxy_ndp"), "1");
+    assert!(r.reconcile(&d).await.unwrap().is_noop());
+    // A sysctl of a device that does not exist is reported with its path, the rest applied.
+    d.sysctls.insert(
+        "net.ipv4.conf.nonexistent0.proxy_arp".to_owned(),
+        "1".to_owned(),
+    );
+    let report = r.reconcile(&d).await.unwrap();
+    assert_eq!(report.errors.len(), 1, "{:#?}", report.errors);
+    assert!(
+        report.errors[0]
+            .object
+            .contains("/proc/sys/net/ipv4/conf/nonexistent0/proxy_arp")
+    );
+}

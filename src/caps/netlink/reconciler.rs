@@ -327,11 +327,13 @@ async fn reconcile_in(
     link_removes.apply(conn, report).await
 }
 
-/// Creation order: devices a VLAN sits on come first.
-fn creation_order(desired: &BTreeSet<LinkSpec>) -> Vec<&LinkSpec> {
-    let mut v: Vec<&LinkSpec> = desired.iter().collect();
-    v.sort_by_key(|l| matches!(l.kind, LinkKind::Vlan { .. }));
-    v
+/// Creation in two rounds: the devices a VLAN may sit on, then the VLANs (after the links are
+/// read again, so a parent created in the first round is found).
+fn creation_rounds(desired: &BTreeSet<LinkSpec>) -> [Vec<&LinkSpec>; 2] {
+    let (vlans, others) = desired
+        .iter()
+        .partition(|l| matches!(l.kind, LinkKind::Vlan { .. }));
+    [others, vlans]
 }
 
 async fn create_link(
@@ -371,7 +373,40 @@ async fn reconcile_links(
 ) -> Result<(), NetlinkError> {
     let mut created: HashSet<String> = HashSet::new();
     let mut existed: HashSet<String> = HashSet::new();
-    for spec in creation_order(&desired.links) {
+    let mut stale = false;
+    for round in creation_rounds(&desired.links) {
+        if stale {
+            *table = dump_links(conn).await?;
+        }
+        let before = created.len();
+        create_round(
+            conn,
+            desired,
+            round,
+            table,
+            &mut created,
+            &mut existed,
+            report,
+        )
+        .await?;
+        stale = created.len() > before;
+    }
+    if stale {
+        *table = dump_links(conn).await?;
+    }
+    set_link_attributes(conn, desired, table, &existed, report).await
+}
+
+async fn create_round(
+    conn: &NetlinkConn,
+    desired: &DesiredSystem,
+    round: Vec<&LinkSpec>,
+    table: &LinkTable,
+    created: &mut HashSet<String>,
+    existed: &mut HashSet<String>,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    for spec in round {
         if created.contains(spec.name.as_str()) {
             continue; // the peer of a veth created just before
         }
@@ -398,17 +433,22 @@ async fn reconcile_links(
                 }
                 Err(why) if owns_link(&desired.ownership, observed) => {
                     // The agent's own device with the wrong parameters: recreate it.
-                    conn.apply_one(links::delete_request(observed.index, spec.name.as_str()))
-                        .await
-                        .or_else(|e| match e {
-                            NetlinkError::Kernel { op, errno } => {
-                                report.error(class::LINKS, op, format!("{errno} ({why})"));
-                                Ok(())
-                            }
-                            e => Err(e),
-                        })?;
-                    report.count_removed(class::LINKS, 1);
-                    create_link(conn, spec, parent, report).await?
+                    let delete = links::delete_request(observed.index, spec.name.as_str());
+                    match conn.apply_one(delete).await {
+                        Ok(()) => {
+                            report.count_removed(class::LINKS, 1);
+                            create_link(conn, spec, parent, report).await?
+                        }
+                        Err(NetlinkError::Kernel { op, errno }) => {
+                            report.error(
+                                class::LINKS,
+                                op,
+                                format!("{errno} (to recreate it: {why})"),
+                            );
+                            false
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 Err(why) => {
                     report.error(
@@ -428,9 +468,17 @@ async fn reconcile_links(
             }
         }
     }
-    if !created.is_empty() {
-        *table = dump_links(conn).await?;
-    }
+    Ok(())
+}
+
+/// Master, MAC and up state of every desired link that exists.
+async fn set_link_attributes(
+    conn: &NetlinkConn,
+    desired: &DesiredSystem,
+    table: &LinkTable,
+    existed: &HashSet<String>,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
     let mut sets = Plan::default();
     for spec in &desired.links {
         let Some(observed) = table.by_name.get(spec.name.as_str()) else {
