@@ -495,3 +495,48 @@ async fn sysctls_of_a_dotted_device_name_use_the_slash_form() {
             .contains("/proc/sys/net/ipv4/conf/nonexistent0/proxy_arp")
     );
 }
+
+/// Routes are read per table of interest: the kernel filters (strict checking), so a full BGP
+/// feed in the main table or the local table's per-address routes are never dumped.
+#[tokio::test]
+async fn route_dumps_read_only_the_requested_table() {
+    use ovn_bgp_agent::caps::netlink::conn::NetlinkConn;
+    use ovn_bgp_agent::caps::netlink::netns::NetnsWorker;
+    use ovn_bgp_agent::caps::netlink::{NetnsTarget, routes};
+    use rtnetlink::packet_route::AddressFamily;
+
+    let ns = TestNetns::new();
+    ns.ip(&["link", "add", "br-ex", "type", "bridge"]);
+    ns.ip(&["link", "set", "br-ex", "up"]);
+    ns.ip(&["route", "add", "192.0.2.1/32", "dev", "br-ex"]);
+    ns.ip(&[
+        "route",
+        "add",
+        "192.0.2.2/32",
+        "dev",
+        "br-ex",
+        "table",
+        "200",
+    ]);
+    ns.ip(&[
+        "route",
+        "add",
+        "192.0.2.3/32",
+        "dev",
+        "br-ex",
+        "table",
+        "300",
+    ]);
+    let worker = NetnsWorker::spawn(NetnsTarget::from_config(Some(&ns.name))).unwrap();
+    let conn = NetlinkConn::open(&worker).await.unwrap();
+    let dump = conn
+        .dump("routes", routes::dump_request(AddressFamily::Inet, 200))
+        .await
+        .unwrap();
+    let tables: Vec<u32> = dump
+        .iter()
+        .filter_map(routes::parse)
+        .map(|r| r.identity.table)
+        .collect();
+    assert_eq!(tables, [200], "{dump:?}");
+}

@@ -78,6 +78,9 @@ impl NetlinkConn {
                 // Short acks: a failed request does not echo the whole message back.
                 sock.set_cap_ack(true)?;
                 // EXT_ACK stays off: netlink-packet-core does not decode its TLVs.
+                // Strict checking: dump requests are validated and filters honoured (routes
+                // are dumped per table).
+                sock.set_netlink_get_strict_chk(true)?;
                 Ok(sock)
             })
             .await?
@@ -220,44 +223,52 @@ impl NetlinkConn {
         };
         // netlink-proto swallows positive acks and ends the stream once every message is
         // answered: only errors arrive, tagged with their sequence number. The sequence numbers
-        // of a batch are consecutive and the marker (always answered with ENODEV) comes first,
-        // so its number locates every error.
+        // of a batch are consecutive and the marker (always refused: no such ifindex) comes
+        // first, so its number locates every error. The marker's answer is recognised by the
+        // request header the kernel echoes (an RTM_GETLINK: no real request is one).
+        let mut marker_seq = None;
         let mut errors: Vec<(u32, i32)> = Vec::new();
         while let Some(reply) = replies.next().await {
             if let NetlinkPayload::Error(e) = reply.payload
                 && let Some(code) = e.code
             {
-                errors.push((reply.header.sequence_number, -code.get()));
+                let echoed_type = e.header.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+                if echoed_type == Some(RTM_GETLINK) {
+                    marker_seq = Some(reply.header.sequence_number);
+                } else {
+                    errors.push((reply.header.sequence_number, -code.get()));
+                }
             }
         }
-        errors.sort_by_key(|(seq, _)| *seq);
         let mut results: Vec<(String, Result<(), NetlinkError>)> =
             whats.into_iter().map(|w| (w, Ok(()))).collect();
-        match errors.split_first() {
-            Some((&(base, errno), rest)) if errno == libc::ENODEV => {
-                for &(seq, errno) in rest {
-                    let Some(slot) = seq
-                        .checked_sub(base + 1)
-                        .and_then(|i| results.get_mut(i as usize))
-                    else {
-                        continue;
-                    };
+        let Some(base) = marker_seq else {
+            // No answer to the marker: the connection broke before the batch was processed.
+            for slot in &mut results {
+                slot.1 = Err(self.closed());
+            }
+            return results;
+        };
+        for (seq, errno) in errors {
+            let slot = seq
+                .checked_sub(base.wrapping_add(1))
+                .and_then(|i| results.get_mut(i as usize));
+            match slot {
+                Some(slot) => {
                     slot.1 = Err(NetlinkError::Kernel {
                         op: slot.0.clone(),
                         errno: KernelErrno(errno),
-                    });
+                    })
                 }
-            }
-            _ => {
-                // No marker answer: the connection broke before the batch was processed.
-                for slot in &mut results {
-                    slot.1 = Err(self.closed());
-                }
+                None => tracing::warn!(seq, base, errno, "netlink error outside its batch"),
             }
         }
         results
     }
 }
+
+/// `RTM_GETLINK`, as echoed in error replies.
+const RTM_GETLINK: u16 = 18;
 
 /// `RTM_GETLINK` of an interface index that cannot exist: answered with ENODEV, marking where a
 /// batch's sequence numbers start.

@@ -222,30 +222,66 @@ async fn reconcile_in(
     reconcile_links(conn, desired, &mut table, report).await?;
     reconcile_sysctls(&s.worker, &desired.sysctls, report).await?;
 
-    let (a4, a6, r4, r6, t4, t6, n4, n6, p4, p6) = futures::try_join!(
-        conn.dump(
+    // One dump per object class (and per table of interest for routes); a socket runs one
+    // dump at a time anyway.
+    let a4 = conn
+        .dump(
             "ipv4 addresses",
-            addresses::dump_request(AddressFamily::Inet)
-        ),
-        conn.dump(
+            addresses::dump_request(AddressFamily::Inet),
+        )
+        .await?;
+    let a6 = conn
+        .dump(
             "ipv6 addresses",
-            addresses::dump_request(AddressFamily::Inet6)
-        ),
-        conn.dump("ipv4 rules", rules::dump_request(AddressFamily::Inet)),
-        conn.dump("ipv6 rules", rules::dump_request(AddressFamily::Inet6)),
-        conn.dump("ipv4 routes", routes::dump_request(AddressFamily::Inet)),
-        conn.dump("ipv6 routes", routes::dump_request(AddressFamily::Inet6)),
-        conn.dump("ipv4 neighbours", neighbours::dump_request(false, false)),
-        conn.dump("ipv6 neighbours", neighbours::dump_request(true, false)),
-        conn.dump(
+            addresses::dump_request(AddressFamily::Inet6),
+        )
+        .await?;
+    let r4 = conn
+        .dump("ipv4 rules", rules::dump_request(AddressFamily::Inet))
+        .await?;
+    let r6 = conn
+        .dump("ipv6 rules", rules::dump_request(AddressFamily::Inet6))
+        .await?;
+    let tables: BTreeSet<u32> = desired
+        .ownership
+        .tables
+        .iter()
+        .copied()
+        .chain(desired.routes.iter().map(|r| r.table))
+        .collect();
+    let mut route_dump = Vec::new();
+    for table in tables {
+        for (family, name) in [
+            (AddressFamily::Inet, "ipv4"),
+            (AddressFamily::Inet6, "ipv6"),
+        ] {
+            let what = format!("{name} routes of table {table}");
+            match conn.dump(&what, routes::dump_request(family, table)).await {
+                Ok(mut v) => route_dump.append(&mut v),
+                // A table without any route does not exist yet.
+                Err(NetlinkError::Kernel { errno, .. }) if errno.0 == libc::ENOENT => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let n4 = conn
+        .dump("ipv4 neighbours", neighbours::dump_request(false, false))
+        .await?;
+    let n6 = conn
+        .dump("ipv6 neighbours", neighbours::dump_request(true, false))
+        .await?;
+    let p4 = conn
+        .dump(
             "ipv4 proxy neighbours",
-            neighbours::dump_request(false, true)
-        ),
-        conn.dump(
+            neighbours::dump_request(false, true),
+        )
+        .await?;
+    let p6 = conn
+        .dump(
             "ipv6 proxy neighbours",
-            neighbours::dump_request(true, true)
-        ),
-    )?;
+            neighbours::dump_request(true, true),
+        )
+        .await?;
 
     let mut adds = Plan::default();
     let mut removes = Plan::default();
@@ -262,7 +298,7 @@ async fn reconcile_in(
     plan_routes(
         desired,
         &table,
-        t4.iter().chain(&t6),
+        route_dump.iter(),
         &mut adds,
         &mut removes,
         report,

@@ -43,9 +43,14 @@ pub struct ObservedRoute {
     pub message: RouteMessage,
 }
 
-pub fn dump_request(family: AddressFamily) -> RouteNetlinkMessage {
+/// Dump of one table. The socket has `NETLINK_GET_STRICT_CHK` set, so the kernel filters by
+/// table itself: the main table (a full BGP feed from FRR) and the local table (one route per
+/// address) are never read.
+pub fn dump_request(family: AddressFamily, table: u32) -> RouteNetlinkMessage {
     let mut m = RouteMessage::default();
     m.header.address_family = family;
+    m.header.table = header_table(table);
+    m.attributes.push(RouteAttribute::Table(table));
     RouteNetlinkMessage::GetRoute(m)
 }
 
