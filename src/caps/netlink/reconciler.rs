@@ -91,6 +91,13 @@ impl Plan {
                     Op::Remove => report.count_removed(class, 1),
                     Op::Uncounted => {}
                 },
+                // Gone already: deleted concurrently, or with the link it sat on (a VLAN whose
+                // parent went first, a route of a deleted device).
+                Err(NetlinkError::Kernel { errno, .. })
+                    if op == Op::Remove && already_gone(errno.0) =>
+                {
+                    report.count_removed(class, 1)
+                }
                 Err(NetlinkError::Kernel { errno, .. }) => report.error(class, what, errno),
                 Err(e @ NetlinkError::ConnectionClosed(_)) => closed = Some(e),
                 Err(e) => report.error(class, what, e),
@@ -98,6 +105,13 @@ impl Plan {
         }
         closed.map_or(Ok(()), Err)
     }
+}
+
+fn already_gone(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL
+    )
 }
 
 fn owns_link(ownership: &Ownership, link: &links::ObservedLink) -> bool {
