@@ -123,13 +123,19 @@ impl Agent {
         };
         match self.ctx.caps.reconciler.reconcile(&desired).await {
             Ok(report) if report.is_noop() => info!(reason = why, "reconciled: no change"),
-            Ok(report) => info!(
-                reason = why,
-                added = ?report.added,
-                removed = ?report.removed,
-                errors = report.errors.len(),
-                "reconciled"
-            ),
+            Ok(report) => {
+                for e in &report.errors {
+                    warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
+                }
+                info!(
+                    reason = why,
+                    added = ?report.added,
+                    changed = ?report.changed,
+                    removed = ?report.removed,
+                    errors = report.errors.len(),
+                    "reconciled"
+                )
+            }
             Err(e) => error!(reason = why, "applying system state failed: {e}"),
         }
     }

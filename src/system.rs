@@ -40,9 +40,15 @@ pub enum LinkKind {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LinkSpec {
     pub name: InterfaceName,
+    /// Created with this kind when absent. An existing link of another kind is left as it is
+    /// (reported), unless the agent owns it ([`Ownership::link_names`]): then it is recreated. A
+    /// desired `Bridge` accepts any existing device of that name (the OVS bridge's own port).
     pub kind: LinkKind,
+    /// `ip link set <name> master <master>`; `None` leaves the master alone.
     pub master: Option<InterfaceName>,
+    /// `ip link set <name> address <mac>`; `None` leaves the MAC alone.
     pub mac: Option<MacAddr>,
+    /// `ip link set <name> up`; `false` leaves the state alone (the agent never sets links down).
     pub up: bool,
 }
 
@@ -140,8 +146,9 @@ pub struct Ownership {
     /// Bridges whose flows with these cookies are the agent's.
     pub flow_cookies: BTreeSet<u64>,
     /// Name prefixes of links the agent created and may delete when no longer desired
-    /// (e.g. VLAN devices `<bridge[:10]>.<vid>`); never matched by prefix alone: a link must also
-    /// be of the kind the agent creates.
+    /// (e.g. `br-ex.` for the VLAN devices `<bridge[:10]>.<vid>`; a full name owns that link).
+    /// Never matched by prefix alone: a link must also be of a kind the agent creates (vrf,
+    /// dummy, ifb, bridge, vlan, vxlan, veth), so an OVS port is never deleted.
     pub link_names: BTreeSet<InterfaceName>,
 }
 
@@ -162,18 +169,86 @@ pub struct DesiredSystem {
     pub ownership: Ownership,
 }
 
+/// One object the reconciler could not apply, with the component's own error (e.g. the kernel's
+/// errno message). Collected, never fatal: the other objects are still applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectError {
+    /// Object class (`addresses`, `routes`, `links`, `flows`, `frr`, ...).
+    pub class: String,
+    /// The object and the operation, e.g. `add address 192.0.2.1/32 dev bgp-nic`.
+    pub object: String,
+    pub error: String,
+}
+
+impl std::fmt::Display for ObjectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.class, self.object, self.error)
+    }
+}
+
 /// What one reconcile changed, by object class; zero everywhere on a second run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeReport {
+    /// Objects created.
     pub added: BTreeMap<String, usize>,
+    /// Objects modified in place (route or neighbour replaced, link attribute set, sysctl
+    /// written, FRR snippets re-applied).
+    #[serde(default)]
+    pub changed: BTreeMap<String, usize>,
+    /// Objects deleted.
     pub removed: BTreeMap<String, usize>,
-    pub errors: Vec<String>,
+    pub errors: Vec<ObjectError>,
 }
 
 impl ChangeReport {
     pub fn is_noop(&self) -> bool {
-        self.added.values().all(|n| *n == 0)
-            && self.removed.values().all(|n| *n == 0)
-            && self.errors.is_empty()
+        self.total_changes() == 0 && self.errors.is_empty()
+    }
+
+    /// Number of objects added, changed or removed, all classes together.
+    pub fn total_changes(&self) -> usize {
+        self.added.values().sum::<usize>()
+            + self.changed.values().sum::<usize>()
+            + self.removed.values().sum::<usize>()
+    }
+
+    pub fn count_added(&mut self, class: &str, n: usize) {
+        if n > 0 {
+            *self.added.entry(class.to_owned()).or_default() += n;
+        }
+    }
+
+    pub fn count_changed(&mut self, class: &str, n: usize) {
+        if n > 0 {
+            *self.changed.entry(class.to_owned()).or_default() += n;
+        }
+    }
+
+    pub fn count_removed(&mut self, class: &str, n: usize) {
+        if n > 0 {
+            *self.removed.entry(class.to_owned()).or_default() += n;
+        }
+    }
+
+    pub fn error(&mut self, class: &str, object: impl Into<String>, error: impl ToString) {
+        self.errors.push(ObjectError {
+            class: class.to_owned(),
+            object: object.into(),
+            error: error.to_string(),
+        });
+    }
+
+    /// Fold another report (of other object classes) into this one.
+    pub fn merge(&mut self, other: ChangeReport) {
+        for (k, v) in other.added {
+            self.count_added(&k, v);
+        }
+        for (k, v) in other.changed {
+            self.count_changed(&k, v);
+        }
+        for (k, v) in other.removed {
+            self.count_removed(&k, v);
+        }
+        self.errors.extend(other.errors);
     }
 }

@@ -13,6 +13,8 @@ pub mod netlink;
 pub mod ovs;
 pub mod ovsdb;
 pub mod process;
+pub mod reconcile;
+pub mod rt_tables;
 
 use std::sync::Arc;
 
@@ -75,13 +77,39 @@ impl SystemReconciler for UnavailableReconciler {
 #[derive(Clone)]
 pub struct Capabilities {
     pub reconciler: Arc<dyn SystemReconciler>,
+    /// The kernel capability on its own (kind probes, direct use by backends).
+    pub netlink: Arc<netlink::NetlinkReconciler>,
 }
 
 impl Capabilities {
-    /// Capabilities for this build and configuration.
-    pub fn new(_config: &crate::config::AgentConfig) -> Self {
+    /// Capabilities for this build and configuration. Cheap: the netlink socket (in
+    /// `[linux] netns`) is opened on first use. Flows and FRR are plugged in with
+    /// [`Capabilities::with_flows_and_frr`] once their capabilities exist.
+    pub fn new(config: &crate::config::AgentConfig) -> Self {
+        let netlink = Arc::new(netlink::NetlinkReconciler::from_config(&config.linux));
         Self {
-            reconciler: Arc::new(UnavailableReconciler),
+            reconciler: Arc::new(reconcile::CompositeReconciler::new(
+                netlink.clone(),
+                None,
+                None,
+            )),
+            netlink,
+        }
+    }
+
+    /// The same kernel capability, with flow and FRR reconcilers.
+    pub fn with_flows_and_frr(
+        self,
+        flows: Option<Arc<dyn FlowReconciler>>,
+        frr: Option<Arc<dyn FrrConfigurator>>,
+    ) -> Self {
+        Self {
+            reconciler: Arc::new(reconcile::CompositeReconciler::new(
+                self.netlink.clone(),
+                flows,
+                frr,
+            )),
+            netlink: self.netlink,
         }
     }
 }

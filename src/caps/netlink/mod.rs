@@ -1,2 +1,27 @@
-//! rtnetlink capability: links, addresses, rules, routes, neighbours, sysctls. Filled in by the
-//! kernel capability work; nothing here pretends to apply anything yet.
+//! rtnetlink capability: links, addresses, rules, routes, neighbours, proxy neighbours and
+//! sysctls, in the configured network namespace, over one long-lived netlink socket. No `ip`
+//! processes.
+//!
+//! - [`NetlinkReconciler`]: applies the kernel part of a [`crate::system::DesiredSystem`].
+//! - [`netns`]: the thread that lives in the target namespace.
+//! - [`conn`]: dumps and pipelined batches of requests.
+//! - one module per object class ([`links`], [`addresses`], [`rules`], [`routes`],
+//!   [`neighbours`], [`sysctl`]) turning dumps into comparable values and specs into requests.
+
+pub mod addresses;
+pub mod conn;
+mod error;
+pub mod kinds;
+pub mod links;
+pub mod neighbours;
+pub mod netns;
+pub mod reconciler;
+pub mod routes;
+pub mod rules;
+pub mod sysctl;
+pub mod validate;
+
+pub use error::{KernelErrno, NetlinkError};
+pub use kinds::{nic_link_kind, vrf_link_kind};
+pub use netns::NetnsTarget;
+pub use reconciler::{NetlinkReconciler, class};

@@ -1,0 +1,892 @@
+//! The kernel reconciler: dump each object class once, diff against the desired state, apply the
+//! difference pipelined, touching only what [`Ownership`] gives the agent.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ipnet::IpNet;
+use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::route::RouteProtocol;
+
+use super::conn::{NetlinkConn, Request};
+use super::netns::{NetnsTarget, NetnsWorker};
+use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl, validate};
+use crate::system::{ChangeReport, DesiredSystem, LinkKind, LinkSpec, Ownership, RouteSpec};
+use crate::types::{InterfaceName, MacAddr};
+
+/// Object class names used in [`ChangeReport`].
+pub mod class {
+    pub const LINKS: &str = "links";
+    pub const SYSCTLS: &str = "sysctls";
+    pub const ADDRESSES: &str = "addresses";
+    pub const RULES: &str = "rules";
+    pub const ROUTES: &str = "routes";
+    pub const NEIGHBOURS: &str = "neighbours";
+    pub const PROXY_NEIGHBOURS: &str = "proxy_neighbours";
+}
+
+/// The namespace thread and the netlink connection opened from it.
+struct Session {
+    worker: NetnsWorker,
+    conn: NetlinkConn,
+}
+
+/// Links by name, as last dumped.
+#[derive(Default)]
+struct LinkTable {
+    by_name: HashMap<String, links::ObservedLink>,
+}
+
+impl LinkTable {
+    fn from_dump(dump: &[rtnetlink::packet_route::RouteNetlinkMessage]) -> Self {
+        let by_name = dump
+            .iter()
+            .filter_map(links::parse)
+            .map(|l| (l.name.clone(), l))
+            .collect();
+        Self { by_name }
+    }
+
+    fn index(&self, name: &InterfaceName) -> Option<u32> {
+        self.by_name.get(name.as_str()).map(|l| l.index)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Add,
+    Change,
+    Remove,
+    /// Part of an operation already counted (setting up a link created in this run).
+    Uncounted,
+}
+
+/// Requests to apply, each tagged with its class and what it does, for the report.
+#[derive(Default)]
+struct Plan {
+    requests: Vec<Request>,
+    tags: Vec<(&'static str, Op)>,
+}
+
+impl Plan {
+    fn push(&mut self, class: &'static str, op: Op, r: Request) {
+        self.requests.push(r);
+        self.tags.push((class, op));
+    }
+
+    async fn apply(
+        self,
+        conn: &NetlinkConn,
+        report: &mut ChangeReport,
+    ) -> Result<(), NetlinkError> {
+        let results = conn.apply(self.requests).await;
+        let mut closed = None;
+        for ((class, op), (what, result)) in self.tags.into_iter().zip(results) {
+            match result {
+                Ok(()) => match op {
+                    Op::Add => report.count_added(class, 1),
+                    Op::Change => report.count_changed(class, 1),
+                    Op::Remove => report.count_removed(class, 1),
+                    Op::Uncounted => {}
+                },
+                // Gone already: deleted concurrently, or with the link it sat on (a VLAN whose
+                // parent went first, a route of a deleted device).
+                Err(NetlinkError::Kernel { errno, .. })
+                    if op == Op::Remove && already_gone(errno.0) =>
+                {
+                    report.count_removed(class, 1)
+                }
+                Err(NetlinkError::Kernel { errno, .. }) => report.error(class, what, errno),
+                Err(e @ NetlinkError::ConnectionClosed(_)) => closed = Some(e),
+                Err(e) => report.error(class, what, e),
+            }
+        }
+        closed.map_or(Ok(()), Err)
+    }
+}
+
+fn already_gone(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL
+    )
+}
+
+fn owns_link(ownership: &Ownership, link: &links::ObservedLink) -> bool {
+    ownership
+        .link_names
+        .iter()
+        .any(|p| link.name.starts_with(p.as_str()))
+        && link
+            .kind
+            .as_deref()
+            .is_some_and(|k| links::CREATABLE_KINDS.contains(&k))
+}
+
+/// Reconciles links, addresses, rules, routes, neighbours, proxy neighbours and sysctls in one
+/// network namespace over one long-lived netlink connection (opened on first use, reopened
+/// after it breaks).
+pub struct NetlinkReconciler {
+    target: NetnsTarget,
+    session: Mutex<Option<Arc<Session>>>,
+    probes: AtomicU32,
+}
+
+impl NetlinkReconciler {
+    /// Cheap: nothing is opened until the first reconcile.
+    pub fn new(target: NetnsTarget) -> Self {
+        Self {
+            target,
+            session: Mutex::new(None),
+            probes: AtomicU32::new(0),
+        }
+    }
+
+    pub fn from_config(linux: &crate::config::LinuxSection) -> Self {
+        Self::new(NetnsTarget::from_config(linux.netns.as_deref()))
+    }
+
+    pub fn target(&self) -> &NetnsTarget {
+        &self.target
+    }
+
+    async fn session(&self) -> Result<Arc<Session>, NetlinkError> {
+        if let Some(s) = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Ok(s);
+        }
+        let target = self.target.clone();
+        let worker = tokio::task::spawn_blocking(move || NetnsWorker::spawn(target))
+            .await
+            .map_err(|e| NetlinkError::WorkerGone(e.to_string()))??;
+        let conn = NetlinkConn::open(&worker).await?;
+        let s = Arc::new(Session { worker, conn });
+        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.clone());
+        Ok(s)
+    }
+
+    fn forget_session_if_closed<T>(&self, r: &Result<T, NetlinkError>) {
+        if let Err(NetlinkError::ConnectionClosed(_)) = r {
+            *self.session.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// Can links of `kind` (`vrf`, `dummy`, `vlan`, ...) be created in the target namespace?
+    pub async fn link_kind_supported(&self, kind: &str) -> Result<bool, NetlinkError> {
+        let s = self.session().await?;
+        let n = self.probes.fetch_add(1, Ordering::Relaxed);
+        let name = format!("obaprobe{}", n % 10_000_000);
+        let r = s.conn.apply_one(links::probe_request(kind, &name)).await;
+        self.forget_session_if_closed(&r);
+        match r {
+            Ok(()) => {
+                // Kinds without required attributes really get created: remove the probe.
+                let dump = s
+                    .conn
+                    .dump_flags("link", links::get_request(&name), 0)
+                    .await?;
+                if let Some(l) = dump.iter().filter_map(links::parse).next() {
+                    s.conn
+                        .apply_one(links::delete_request(l.index, &name))
+                        .await?;
+                }
+                Ok(true)
+            }
+            Err(NetlinkError::Kernel { errno, .. }) if errno.0 == libc::EOPNOTSUPP => Ok(false),
+            // Rejected for a missing attribute: the kind exists.
+            Err(NetlinkError::Kernel { .. }) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Apply `desired`. An invalid desired state is refused before anything is touched; a
+    /// failing object is reported in [`ChangeReport::errors`] and never stops the others.
+    pub async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, NetlinkError> {
+        let problems = validate::problems(desired);
+        if !problems.is_empty() {
+            return Err(NetlinkError::Rejected { problems });
+        }
+        let s = self.session().await?;
+        let mut report = ChangeReport::default();
+        let r = reconcile_in(&s, desired, &mut report).await;
+        self.forget_session_if_closed(&r);
+        r.map(|()| report)
+    }
+}
+
+async fn dump_links(conn: &NetlinkConn) -> Result<LinkTable, NetlinkError> {
+    Ok(LinkTable::from_dump(
+        &conn.dump("links", links::dump_request()).await?,
+    ))
+}
+
+async fn reconcile_in(
+    s: &Session,
+    desired: &DesiredSystem,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    let conn = &s.conn;
+    let mut table = dump_links(conn).await?;
+    reconcile_links(conn, desired, &mut table, report).await?;
+    reconcile_sysctls(&s.worker, &desired.sysctls, report).await?;
+
+    // One dump per object class (and per table of interest for routes); a socket runs one
+    // dump at a time anyway.
+    let a4 = conn
+        .dump(
+            "ipv4 addresses",
+            addresses::dump_request(AddressFamily::Inet),
+        )
+        .await?;
+    let a6 = conn
+        .dump(
+            "ipv6 addresses",
+            addresses::dump_request(AddressFamily::Inet6),
+        )
+        .await?;
+    let r4 = conn
+        .dump("ipv4 rules", rules::dump_request(AddressFamily::Inet))
+        .await?;
+    let r6 = conn
+        .dump("ipv6 rules", rules::dump_request(AddressFamily::Inet6))
+        .await?;
+    let tables: BTreeSet<u32> = desired
+        .ownership
+        .tables
+        .iter()
+        .copied()
+        .chain(desired.routes.iter().map(|r| r.table))
+        .collect();
+    let mut route_dump = Vec::new();
+    for table in tables {
+        for (family, name) in [
+            (AddressFamily::Inet, "ipv4"),
+            (AddressFamily::Inet6, "ipv6"),
+        ] {
+            let what = format!("{name} routes of table {table}");
+            match conn.dump(&what, routes::dump_request(family, table)).await {
+                Ok(mut v) => route_dump.append(&mut v),
+                // A table without any route does not exist yet.
+                Err(NetlinkError::Kernel { errno, .. }) if errno.0 == libc::ENOENT => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let n4 = conn
+        .dump("ipv4 neighbours", neighbours::dump_request(false, false))
+        .await?;
+    let n6 = conn
+        .dump("ipv6 neighbours", neighbours::dump_request(true, false))
+        .await?;
+    let p4 = conn
+        .dump(
+            "ipv4 proxy neighbours",
+            neighbours::dump_request(false, true),
+        )
+        .await?;
+    let p6 = conn
+        .dump(
+            "ipv6 proxy neighbours",
+            neighbours::dump_request(true, true),
+        )
+        .await?;
+
+    let mut adds = Plan::default();
+    let mut removes = Plan::default();
+    let own = &desired.ownership;
+    plan_addresses(
+        desired,
+        &table,
+        a4.iter().chain(&a6),
+        &mut adds,
+        &mut removes,
+        report,
+    );
+    plan_rules(desired, r4.iter().chain(&r6), &mut adds, &mut removes);
+    plan_routes(
+        desired,
+        &table,
+        route_dump.iter(),
+        &mut adds,
+        &mut removes,
+        report,
+    );
+    plan_neighbours(
+        desired,
+        &table,
+        n4.iter().chain(&n6),
+        &mut adds,
+        &mut removes,
+        report,
+    );
+    plan_proxies(
+        desired,
+        &table,
+        p4.iter().chain(&p6),
+        &mut adds,
+        &mut removes,
+        report,
+    );
+
+    // Additions first (so a replaced route never disappears), then the leftovers go.
+    adds.apply(conn, report).await?;
+    removes.apply(conn, report).await?;
+
+    // Links last: deleting a link takes its addresses, routes and neighbours with it.
+    let desired_names: HashSet<&str> = desired
+        .links
+        .iter()
+        .flat_map(|l| {
+            let peer = match &l.kind {
+                LinkKind::Veth { peer } => Some(peer.as_str()),
+                _ => None,
+            };
+            std::iter::once(l.name.as_str()).chain(peer)
+        })
+        .collect();
+    let mut link_removes = Plan::default();
+    let mut stale: Vec<_> = table
+        .by_name
+        .values()
+        .filter(|l| owns_link(own, l) && !desired_names.contains(l.name.as_str()))
+        .collect();
+    stale.sort_by_key(|l| l.index);
+    let mut gone_peers = HashSet::new();
+    for l in stale {
+        // Deleting one end of a veth pair deletes the other.
+        if gone_peers.contains(&l.index) {
+            continue;
+        }
+        if l.kind.as_deref() == Some("veth")
+            && let Some(p) = l.parent
+        {
+            gone_peers.insert(p);
+        }
+        link_removes.push(
+            class::LINKS,
+            Op::Remove,
+            links::delete_request(l.index, &l.name),
+        );
+    }
+    link_removes.apply(conn, report).await
+}
+
+/// Creation in two rounds: the devices a VLAN may sit on, then the VLANs (after the links are
+/// read again, so a parent created in the first round is found).
+fn creation_rounds(desired: &BTreeSet<LinkSpec>) -> [Vec<&LinkSpec>; 2] {
+    let (vlans, others) = desired
+        .iter()
+        .partition(|l| matches!(l.kind, LinkKind::Vlan { .. }));
+    [others, vlans]
+}
+
+async fn create_link(
+    conn: &NetlinkConn,
+    spec: &LinkSpec,
+    parent: Option<u32>,
+    report: &mut ChangeReport,
+) -> Result<bool, NetlinkError> {
+    match conn.apply_one(links::create_request(spec, parent)).await {
+        Ok(()) => {
+            report.count_added(class::LINKS, 1);
+            Ok(true)
+        }
+        Err(NetlinkError::Kernel { op, errno }) if errno.0 == libc::EOPNOTSUPP => {
+            let kind = links::kind_name(&spec.kind);
+            let e = NetlinkError::MissingKind {
+                name: spec.name.to_string(),
+                kind: kind.to_owned(),
+                fix: links::missing_kind_fix(kind),
+            };
+            report.error(class::LINKS, op, e);
+            Ok(false)
+        }
+        Err(NetlinkError::Kernel { op, errno }) => {
+            report.error(class::LINKS, op, errno);
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn reconcile_links(
+    conn: &NetlinkConn,
+    desired: &DesiredSystem,
+    table: &mut LinkTable,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    let mut created: HashSet<String> = HashSet::new();
+    let mut existed: HashSet<String> = HashSet::new();
+    let mut stale = false;
+    for round in creation_rounds(&desired.links) {
+        if stale {
+            *table = dump_links(conn).await?;
+        }
+        let before = created.len();
+        create_round(
+            conn,
+            desired,
+            round,
+            table,
+            &mut created,
+            &mut existed,
+            report,
+        )
+        .await?;
+        stale = created.len() > before;
+    }
+    if stale {
+        *table = dump_links(conn).await?;
+    }
+    set_link_attributes(conn, desired, table, &existed, report).await
+}
+
+async fn create_round(
+    conn: &NetlinkConn,
+    desired: &DesiredSystem,
+    round: Vec<&LinkSpec>,
+    table: &LinkTable,
+    created: &mut HashSet<String>,
+    existed: &mut HashSet<String>,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    for spec in round {
+        if created.contains(spec.name.as_str()) {
+            continue; // the peer of a veth created just before
+        }
+        let parent = match &spec.kind {
+            LinkKind::Vlan { parent, .. } => match table.index(parent) {
+                Some(i) => Some(i),
+                None => {
+                    report.error(
+                        class::LINKS,
+                        format!("create link {} of kind vlan", spec.name),
+                        format!("parent device {parent} does not exist"),
+                    );
+                    continue;
+                }
+            },
+            _ => None,
+        };
+        let made = match table.by_name.get(spec.name.as_str()) {
+            None => create_link(conn, spec, parent, report).await?,
+            Some(observed) => match links::matches(spec, observed, parent) {
+                Ok(()) => {
+                    existed.insert(spec.name.to_string());
+                    false
+                }
+                Err(why) if owns_link(&desired.ownership, observed) => {
+                    // The agent's own device with the wrong parameters: recreate it.
+                    let delete = links::delete_request(observed.index, spec.name.as_str());
+                    match conn.apply_one(delete).await {
+                        Ok(()) => {
+                            report.count_removed(class::LINKS, 1);
+                            create_link(conn, spec, parent, report).await?
+                        }
+                        Err(NetlinkError::Kernel { op, errno }) => {
+                            report.error(
+                                class::LINKS,
+                                op,
+                                format!("{errno} (to recreate it: {why})"),
+                            );
+                            false
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(why) => {
+                    report.error(
+                        class::LINKS,
+                        format!("link {}", spec.name),
+                        format!("{why}; left as is (not owned by the agent)"),
+                    );
+                    existed.insert(spec.name.to_string());
+                    false
+                }
+            },
+        };
+        if made {
+            created.insert(spec.name.to_string());
+            if let LinkKind::Veth { peer } = &spec.kind {
+                created.insert(peer.to_string());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Master, MAC and up state of every desired link that exists.
+async fn set_link_attributes(
+    conn: &NetlinkConn,
+    desired: &DesiredSystem,
+    table: &LinkTable,
+    existed: &HashSet<String>,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    let mut sets = Plan::default();
+    for spec in &desired.links {
+        let Some(observed) = table.by_name.get(spec.name.as_str()) else {
+            continue;
+        };
+        let master = match &spec.master {
+            Some(m) => match table.index(m) {
+                Some(i) => Some(i),
+                None => {
+                    report.error(
+                        class::LINKS,
+                        format!("set link {} master {m}", spec.name),
+                        format!("master device {m} does not exist"),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        if let Some(r) = links::set_request(observed, master, spec.mac, spec.up) {
+            // Setting up a link created in this run is part of its creation, not a change.
+            let op = if existed.contains(spec.name.as_str()) {
+                Op::Change
+            } else {
+                Op::Uncounted
+            };
+            sets.push(class::LINKS, op, r);
+        }
+    }
+    sets.apply(conn, report).await
+}
+
+async fn reconcile_sysctls(
+    worker: &NetnsWorker,
+    sysctls: &BTreeMap<String, String>,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    if sysctls.is_empty() {
+        return Ok(());
+    }
+    let mut items = Vec::new();
+    for (k, v) in sysctls {
+        // Validated before: a failure here is impossible, but never panic on it.
+        match sysctl::key_path(k) {
+            Ok(p) => items.push((k.clone(), p, v.clone())),
+            Err(e) => report.error(class::SYSCTLS, k.clone(), e),
+        }
+    }
+    let results = worker
+        .run(move || {
+            items
+                .into_iter()
+                .map(|(k, p, v)| {
+                    let r = sysctl::ensure(&k, &p, &v);
+                    (format!("{k}={v}"), r)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+    for (what, r) in results {
+        match r {
+            Ok(true) => report.count_changed(class::SYSCTLS, 1),
+            Ok(false) => {}
+            Err(NetlinkError::Sysctl { source, path, .. }) => {
+                report.error(class::SYSCTLS, format!("{what} ({path})"), source)
+            }
+            Err(e) => report.error(class::SYSCTLS, what, e),
+        }
+    }
+    Ok(())
+}
+
+fn missing_dev(report: &mut ChangeReport, class: &str, what: String, dev: &InterfaceName) {
+    report.error(class, what, format!("device {dev} does not exist"));
+}
+
+fn indexes(table: &LinkTable, names: &BTreeSet<InterfaceName>) -> HashSet<u32> {
+    names.iter().filter_map(|n| table.index(n)).collect()
+}
+
+fn name_of(table: &LinkTable, index: u32) -> String {
+    table
+        .by_name
+        .values()
+        .find(|l| l.index == index)
+        .map_or_else(|| format!("ifindex {index}"), |l| l.name.clone())
+}
+
+fn plan_addresses<'a>(
+    desired: &DesiredSystem,
+    table: &LinkTable,
+    dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
+    adds: &mut Plan,
+    removes: &mut Plan,
+    report: &mut ChangeReport,
+) {
+    let observed: HashSet<(u32, IpNet)> = dump
+        .filter_map(addresses::parse)
+        .map(|a| (a.index, a.addr))
+        .collect();
+    let mut wanted: HashSet<(u32, IpNet)> = HashSet::new();
+    for a in &desired.addresses {
+        let Some(i) = table.index(&a.dev) else {
+            missing_dev(
+                report,
+                class::ADDRESSES,
+                format!("add address {} dev {}", a.addr, a.dev),
+                &a.dev,
+            );
+            continue;
+        };
+        wanted.insert((i, a.addr));
+        if !observed.contains(&(i, a.addr)) {
+            adds.push(
+                class::ADDRESSES,
+                Op::Add,
+                addresses::add_request(i, a.dev.as_str(), a.addr),
+            );
+        }
+    }
+    let owned = indexes(table, &desired.ownership.address_devices);
+    let mut stale: Vec<_> = observed
+        .iter()
+        .filter(|(i, addr)| {
+            owned.contains(i)
+                && addr.prefix_len() == addr.max_prefix_len()
+                && !wanted.contains(&(*i, *addr))
+        })
+        .collect();
+    stale.sort();
+    for (i, addr) in stale {
+        removes.push(
+            class::ADDRESSES,
+            Op::Remove,
+            addresses::delete_request(*i, &name_of(table, *i), *addr),
+        );
+    }
+}
+
+fn plan_rules<'a>(
+    desired: &DesiredSystem,
+    dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
+    adds: &mut Plan,
+    removes: &mut Plan,
+) {
+    let observed: Vec<rules::ObservedRule> = dump.filter_map(rules::parse).collect();
+    let present: HashSet<&crate::system::RuleSpec> =
+        observed.iter().filter_map(|r| r.spec.as_ref()).collect();
+    for r in &desired.rules {
+        if !present.contains(r) {
+            adds.push(class::RULES, Op::Add, rules::add_request(r));
+        }
+    }
+    let mut kept = HashSet::new();
+    for r in &observed {
+        if !desired.ownership.tables.contains(&r.table) {
+            continue;
+        }
+        let keep = match &r.spec {
+            // A duplicate of a kept rule goes too.
+            Some(spec) => desired.rules.contains(spec) && kept.insert(spec.clone()),
+            None => false,
+        };
+        if !keep {
+            removes.push(class::RULES, Op::Remove, rules::delete_request(r));
+        }
+    }
+}
+
+fn plan_routes<'a>(
+    desired: &DesiredSystem,
+    table: &LinkTable,
+    dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
+    adds: &mut Plan,
+    removes: &mut Plan,
+    report: &mut ChangeReport,
+) {
+    let observed: Vec<routes::ObservedRoute> = dump.filter_map(routes::parse).collect();
+    let is_ours = |r: &routes::ObservedRoute| r.protocol == RouteProtocol::Boot;
+    let mut present: HashSet<&routes::RouteKey> = HashSet::new();
+    // Gateway routes desired without a device match whatever device the kernel resolved.
+    let mut present_any_dev: HashSet<routes::RouteKey> = HashSet::new();
+    let mut boot_identities: HashSet<&routes::RouteIdentity> = HashSet::new();
+    let mut foreign: HashMap<&routes::RouteIdentity, RouteProtocol> = HashMap::new();
+    for r in &observed {
+        if is_ours(r) {
+            boot_identities.insert(&r.identity);
+            if let Some(k) = &r.key {
+                present.insert(k);
+                if k.via.is_some() {
+                    present_any_dev.insert(routes::RouteKey {
+                        oif: None,
+                        ..k.clone()
+                    });
+                }
+            }
+        } else {
+            foreign.insert(&r.identity, r.protocol);
+        }
+    }
+    // Device routes first: a gateway must be reachable when its route is added.
+    let mut ordered: Vec<&RouteSpec> = desired.routes.iter().collect();
+    ordered.sort_by_key(|r| r.via.is_some());
+    let mut wanted: HashSet<routes::RouteKey> = HashSet::new();
+    let mut replaced: HashSet<routes::RouteIdentity> = HashSet::new();
+    for spec in ordered {
+        let oif = match &spec.dev {
+            Some(d) => match table.index(d) {
+                Some(i) => Some(i),
+                None => {
+                    missing_dev(report, class::ROUTES, routes::describe(spec), d);
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let key = routes::desired_key(spec, oif);
+        wanted.insert(key.clone());
+        if present.contains(&key) || (oif.is_none() && present_any_dev.contains(&key)) {
+            continue;
+        }
+        if let Some(proto) = foreign.get(&key.identity) {
+            report.error(
+                class::ROUTES,
+                routes::describe(spec),
+                format!(
+                    "a route of protocol {} with the same destination and metric is in the table; not replaced",
+                    u8::from(*proto)
+                ),
+            );
+            continue;
+        }
+        let op = if boot_identities.contains(&key.identity) {
+            replaced.insert(key.identity.clone());
+            Op::Change
+        } else {
+            Op::Add
+        };
+        adds.push(class::ROUTES, op, routes::add_request(spec, oif));
+    }
+    for r in &observed {
+        if !is_ours(r) || !desired.ownership.tables.contains(&r.identity.table) {
+            continue;
+        }
+        let keep = match &r.key {
+            Some(k) => {
+                wanted.contains(k)
+                    || (k.via.is_some()
+                        && wanted.contains(&routes::RouteKey {
+                            oif: None,
+                            ..k.clone()
+                        }))
+            }
+            None => false,
+        };
+        if !keep && !replaced.contains(&r.identity) {
+            removes.push(class::ROUTES, Op::Remove, routes::delete_request(r));
+        }
+    }
+}
+
+fn plan_neighbours<'a>(
+    desired: &DesiredSystem,
+    table: &LinkTable,
+    dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
+    adds: &mut Plan,
+    removes: &mut Plan,
+    report: &mut ChangeReport,
+) {
+    let observed: HashMap<(u32, IpAddr), neighbours::ObservedNeighbour> = dump
+        .filter_map(neighbours::parse)
+        .filter(|n| !n.proxy)
+        .map(|n| ((n.index, n.ip), n))
+        .collect();
+    let mut wanted: HashMap<(u32, IpAddr), MacAddr> = HashMap::new();
+    for n in &desired.neighbours {
+        let Some(i) = table.index(&n.dev) else {
+            missing_dev(
+                report,
+                class::NEIGHBOURS,
+                format!("replace neighbour {} dev {}", n.ip, n.dev),
+                &n.dev,
+            );
+            continue;
+        };
+        wanted.insert((i, n.ip), n.lladdr);
+        let op = match observed.get(&(i, n.ip)) {
+            Some(o) if o.permanent && o.lladdr == Some(n.lladdr.0) => continue,
+            Some(_) => Op::Change,
+            None => Op::Add,
+        };
+        adds.push(
+            class::NEIGHBOURS,
+            op,
+            neighbours::replace_request(i, n.dev.as_str(), n.ip, n.lladdr),
+        );
+    }
+    let owned = indexes(table, &desired.ownership.neighbour_devices);
+    let mut stale: Vec<_> = observed
+        .values()
+        .filter(|o| {
+            o.permanent && owned.contains(&o.index) && !wanted.contains_key(&(o.index, o.ip))
+        })
+        .map(|o| (o.index, o.ip))
+        .collect();
+    stale.sort();
+    for (i, ip) in stale {
+        removes.push(
+            class::NEIGHBOURS,
+            Op::Remove,
+            neighbours::delete_request(i, &name_of(table, i), ip),
+        );
+    }
+}
+
+fn plan_proxies<'a>(
+    desired: &DesiredSystem,
+    table: &LinkTable,
+    dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
+    adds: &mut Plan,
+    removes: &mut Plan,
+    report: &mut ChangeReport,
+) {
+    let observed: HashSet<(u32, IpAddr)> = dump
+        .filter_map(neighbours::parse)
+        .map(|n| (n.index, n.ip))
+        .collect();
+    let mut wanted = HashSet::new();
+    for p in &desired.proxy_neighbours {
+        let Some(i) = table.index(&p.dev) else {
+            missing_dev(
+                report,
+                class::PROXY_NEIGHBOURS,
+                format!("add proxy neighbour {} dev {}", p.ip, p.dev),
+                &p.dev,
+            );
+            continue;
+        };
+        wanted.insert((i, p.ip));
+        if !observed.contains(&(i, p.ip)) {
+            adds.push(
+                class::PROXY_NEIGHBOURS,
+                Op::Add,
+                neighbours::add_proxy_request(i, p.dev.as_str(), p.ip),
+            );
+        }
+    }
+    let owned = indexes(table, &desired.ownership.neighbour_devices);
+    let mut stale: Vec<_> = observed
+        .iter()
+        .filter(|(i, ip)| owned.contains(i) && !wanted.contains(&(*i, *ip)))
+        .collect();
+    stale.sort();
+    for (i, ip) in stale {
+        removes.push(
+            class::PROXY_NEIGHBOURS,
+            Op::Remove,
+            neighbours::delete_proxy_request(*i, &name_of(table, *i), *ip),
+        );
+    }
+}

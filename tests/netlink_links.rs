@@ -1,0 +1,240 @@
+//! Links against the real kernel, in a namespace of the test's own: every kind this kernel
+//! has is created (with master, MAC, up), kinds it lacks give the operator's fix, links the
+//! agent owns are recreated or deleted, everything else is left alone.
+
+mod netlink_support;
+
+use netlink_support::{TestNetns, ifname};
+use ovn_bgp_agent::caps::netlink::{nic_link_kind, vrf_link_kind};
+use ovn_bgp_agent::system::*;
+use ovn_bgp_agent::types::MacAddr;
+
+fn link(name: &str, kind: LinkKind) -> LinkSpec {
+    LinkSpec {
+        name: ifname(name),
+        kind,
+        master: None,
+        mac: None,
+        up: true,
+    }
+}
+
+fn vxlan(vni: u32) -> LinkKind {
+    LinkKind::Vxlan {
+        vni,
+        local: Some("10.0.0.1".parse().unwrap()),
+        dstport: 4789,
+    }
+}
+
+fn owned_prefix() -> Ownership {
+    Ownership {
+        link_names: [ifname("tst-")].into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
+    let ns = TestNetns::new();
+    // Foreign devices: a macvlan with the owned prefix (a kind the agent never creates) and a
+    // bridge outside the prefix.
+    ns.ip(&["link", "add", "other-br", "type", "bridge"]);
+    ns.ip(&[
+        "link", "add", "tst-mv", "link", "other-br", "type", "macvlan",
+    ]);
+
+    let mac: MacAddr = "02:00:00:64:00:00".parse().unwrap();
+    let mut d = DesiredSystem {
+        ownership: owned_prefix(),
+        ..Default::default()
+    };
+    d.links.insert(link("tst-br", LinkKind::Bridge));
+    d.links.insert(link("tst-ifb", LinkKind::Ifb));
+    d.links.insert(LinkSpec {
+        master: Some(ifname("tst-br")),
+        mac: Some(mac),
+        ..link(
+            "tst-v0",
+            LinkKind::Veth {
+                peer: ifname("tst-v1"),
+            },
+        )
+    });
+    d.links.insert(LinkSpec {
+        master: Some(ifname("tst-br")),
+        ..link("tst-vx", vxlan(100))
+    });
+
+    let r = ns.reconciler();
+    let report = r.reconcile(&d).await.expect("reconcile");
+    println!("{report:?}");
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(
+        report.added.get("links"),
+        Some(&4),
+        "bridge, ifb, veth pair, vxlan"
+    );
+
+    let show = |dev: &str| ns.ip(&["-d", "link", "show", "dev", dev]);
+    let br = show("tst-br");
+    assert!(br.contains("state UP") || br.contains(",UP"), "{br}");
+    assert!(br.contains("bridge"), "{br}");
+    assert!(show("tst-ifb").contains("ifb"), "{}", show("tst-ifb"));
+    let v0 = show("tst-v0");
+    assert!(v0.contains("master tst-br"), "{v0}");
+    assert!(v0.contains("link/ether 02:00:00:64:00:00"), "{v0}");
+    assert!(v0.contains("veth"), "{v0}");
+    assert!(show("tst-v1").contains("veth"), "the peer exists");
+    let vx = show("tst-vx");
+    assert!(
+        vx.contains("vxlan id 100") && vx.contains("local 10.0.0.1") && vx.contains("dstport 4789"),
+        "{vx}"
+    );
+    assert!(vx.contains("master tst-br"), "{vx}");
+
+    assert!(
+        r.reconcile(&d).await.unwrap().is_noop(),
+        "second reconcile is a no-op"
+    );
+
+    // State drift: a link set down, a master removed: put back, counted as changes.
+    ns.ip(&["link", "set", "tst-ifb", "down"]);
+    ns.ip(&["link", "set", "tst-v0", "nomaster"]);
+    let repaired = r.reconcile(&d).await.unwrap();
+    assert_eq!(repaired.changed.get("links"), Some(&2), "{repaired:?}");
+    assert!(show("tst-v0").contains("master tst-br"));
+
+    // An owned link with the wrong parameters is recreated.
+    let mut d2 = d.clone();
+    d2.links.retain(|l| l.name.as_str() != "tst-vx");
+    d2.links.insert(LinkSpec {
+        master: Some(ifname("tst-br")),
+        ..link("tst-vx", vxlan(200))
+    });
+    let recreated = r.reconcile(&d2).await.unwrap();
+    assert!(recreated.errors.is_empty(), "{:#?}", recreated.errors);
+    assert_eq!(recreated.removed.get("links"), Some(&1), "{recreated:?}");
+    assert_eq!(recreated.added.get("links"), Some(&1), "{recreated:?}");
+    assert!(show("tst-vx").contains("vxlan id 200"));
+
+    // A link outside the owned prefix with the wrong parameters is reported and left as is.
+    ns.ip(&[
+        "link", "add", "ext-vx", "type", "vxlan", "id", "300", "dstport", "4789", "local",
+        "10.0.0.1",
+    ]);
+    let mut d3 = d2.clone();
+    d3.links.insert(link("ext-vx", vxlan(301)));
+    let refused = r.reconcile(&d3).await.unwrap();
+    assert_eq!(refused.errors.len(), 1, "{:#?}", refused.errors);
+    assert!(
+        refused.errors[0].error.contains("not owned by the agent"),
+        "{}",
+        refused.errors[0]
+    );
+    assert!(show("ext-vx").contains("vxlan id 300"));
+
+    // Nothing desired: the agent's links go (one delete takes the veth pair), the rest stays.
+    let cleaned = r
+        .reconcile(&DesiredSystem {
+            ownership: owned_prefix(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    println!("{cleaned:?}");
+    assert!(cleaned.errors.is_empty(), "{:#?}", cleaned.errors);
+    assert_eq!(cleaned.removed.get("links"), Some(&4), "{cleaned:?}");
+    let all = ns.ip(&["link", "show"]);
+    for gone in ["tst-br", "tst-ifb", "tst-v0", "tst-v1", "tst-vx"] {
+        assert!(
+            !all.contains(&format!(" {gone}:")) && !all.contains(&format!(" {gone}@")),
+            "{gone} left: {all}"
+        );
+    }
+    for kept in ["tst-mv@other-br", "other-br:", "ext-vx:"] {
+        assert!(all.contains(kept), "{kept} deleted: {all}");
+    }
+}
+
+/// vrf, dummy and vlan: created where the kernel has them, otherwise the error names the fix.
+/// The branch taken is printed.
+#[tokio::test]
+async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
+    let ns = TestNetns::new();
+    let r = ns.reconciler();
+    assert!(r.link_kind_supported("bridge").await.unwrap());
+    assert!(!r.link_kind_supported("nosuchkind").await.unwrap());
+    let cases = [
+        (
+            link("bgp-vrf", vrf_link_kind("vrf", 10).unwrap()),
+            "vrf",
+            "cannot create bgp-vrf of kind vrf: the kernel has no vrf support (modprobe vrf, or set [linux] vrf_device_kind = bridge)",
+        ),
+        (
+            link("bgp-nic", nic_link_kind("dummy").unwrap()),
+            "dummy",
+            "cannot create bgp-nic of kind dummy: the kernel has no dummy support (modprobe dummy, or set [linux] nic_device_kind = ifb)",
+        ),
+        (
+            link(
+                "br-ex.100",
+                LinkKind::Vlan {
+                    parent: ifname("br-ex"),
+                    id: 100,
+                },
+            ),
+            "vlan",
+            "cannot create br-ex.100 of kind vlan: the kernel has no vlan support (modprobe 8021q)",
+        ),
+    ];
+    for (spec, kind, expected_error) in cases {
+        let supported = r.link_kind_supported(kind).await.unwrap();
+        let name = spec.name.to_string();
+        let d = DesiredSystem {
+            // The VLAN's parent is created in the same reconcile (before the VLAN).
+            links: [spec, link("br-ex", LinkKind::Bridge)].into(),
+            ..Default::default()
+        };
+        let report = r.reconcile(&d).await.unwrap();
+        if supported {
+            println!("kernel has {kind}: asserting {name} is created");
+            assert!(report.errors.is_empty(), "{:#?}", report.errors);
+            let shown = ns.ip(&["-d", "link", "show", "dev", &name]);
+            assert!(shown.contains(kind), "{shown}");
+            if kind == "vrf" {
+                assert!(shown.contains("table 10"), "{shown}");
+            }
+            if kind == "vlan" {
+                assert!(shown.contains("id 100"), "{shown}");
+            }
+        } else {
+            println!("kernel lacks {kind}: asserting the error names the fix");
+            assert_eq!(report.errors.len(), 1, "{:#?}", report.errors);
+            assert_eq!(report.errors[0].error, expected_error);
+            assert!(
+                !ns.ip_raw(&["link", "show", "dev", &name]).status.success(),
+                "{name} must not exist"
+            );
+        }
+    }
+    // The stand-ins configured for such kernels work here.
+    let d = DesiredSystem {
+        links: [
+            link("bgp-vrf", vrf_link_kind("bridge", 10).unwrap()),
+            LinkSpec {
+                master: Some(ifname("bgp-vrf")),
+                ..link("bgp-nic", nic_link_kind("ifb").unwrap())
+            },
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let report = r.reconcile(&d).await.unwrap();
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert!(
+        ns.ip(&["link", "show", "dev", "bgp-nic"])
+            .contains("master bgp-vrf")
+    );
+    assert!(vrf_link_kind("bond", 10).is_err() && nic_link_kind("veth").is_err());
+}
