@@ -102,13 +102,13 @@ fn gateway_tenant_and_fips() {
     assert!(has_address(&s, "br-ex", "fd53:d91e:400:7f17::1:1/128"));
     assert_eq!(
         s.sysctls
-            .get("net/ipv4/conf/br-ex/proxy_arp")
+            .get("net.ipv4.conf.br-ex.proxy_arp")
             .map(String::as_str),
         Some("1")
     );
     assert_eq!(
         s.sysctls
-            .get("net/ipv6/conf/br-ex/proxy_ndp")
+            .get("net.ipv6.conf.br-ex.proxy_ndp")
             .map(String::as_str),
         Some("1")
     );
@@ -178,7 +178,10 @@ fn gateway_tenant_and_fips() {
 fn vlan_provider_routes_through_the_vlan_device() {
     let s = render_case("vlan_no_tenant");
     // A7: one VLAN device per localnet tag, with its helper addresses and sysctls.
-    for (dev, vid) in [("br-ex.100", 100), ("br-ex.200", 200)] {
+    for (dev, key, vid) in [
+        ("br-ex.100", "br-ex/100", 100),
+        ("br-ex.200", "br-ex/200", 200),
+    ] {
         assert!(s.links.iter().any(|l| l.name.as_str() == dev
             && l.kind
                 == LinkKind::Vlan {
@@ -187,11 +190,18 @@ fn vlan_provider_routes_through_the_vlan_device() {
                 }));
         assert_eq!(
             s.sysctls
-                .get(&format!("net/ipv4/conf/{dev}/proxy_arp"))
+                .get(&format!("net.ipv4.conf.{key}.proxy_arp"))
                 .map(String::as_str),
             Some("1")
         );
     }
+    assert!(
+        s.ownership
+            .link_names
+            .iter()
+            .any(|p| p.as_str() == "br-ex."),
+        "VLAN devices owned by prefix"
+    );
     assert!(has_address(&s, "br-ex.100", "169.254.1.100/32"));
     assert!(has_address(&s, "br-ex.100", "fd53:d91e:400:7f17::1:64/128"));
     // B2: routes use the VLAN device; C1 on VLAN: the neighbour too (U22 fixed by construction).

@@ -122,11 +122,12 @@ fn host_prefix(ip: IpAddr) -> IpNet {
 }
 
 fn proxy_sysctls(out: &mut DesiredSystem, dev: &InterfaceName) {
-    // Keys are paths under /proc/sys, so a device name with a dot needs no escaping.
+    // sysctl(8) keys: a dot inside the device name is written `/` (`net.ipv4.conf.br-ex/100...`).
+    let dev = dev.as_str().replace('.', "/");
     out.sysctls
-        .insert(format!("net/ipv4/conf/{dev}/proxy_arp"), "1".to_owned());
+        .insert(format!("net.ipv4.conf.{dev}.proxy_arp"), "1".to_owned());
     out.sysctls
-        .insert(format!("net/ipv6/conf/{dev}/proxy_ndp"), "1".to_owned());
+        .insert(format!("net.ipv6.conf.{dev}.proxy_ndp"), "1".to_owned());
 }
 
 struct Renderer<'a> {
@@ -286,6 +287,16 @@ impl Renderer<'_> {
             });
         }
         proxy_sysctls(&mut self.out, bridge);
+        // Every `<bridge[:10]>.<vid>` VLAN device is the agent's: one whose localnet tag is gone
+        // is deleted (A8).
+        let vlan_prefix = vlan_device_name(bridge, 1)
+            .as_str()
+            .trim_end_matches('1')
+            .to_owned();
+        self.out
+            .ownership
+            .link_names
+            .insert(InterfaceName::new(vlan_prefix).expect("prefix of a valid name"));
         for vlan in &wiring.vlans {
             let dev = vlan_device_name(bridge, *vlan);
             self.out.links.insert(LinkSpec {
@@ -298,7 +309,6 @@ impl Renderer<'_> {
                 mac: None,
                 up: true,
             });
-            self.out.ownership.link_names.insert(dev.clone());
             self.out.ownership.neighbour_devices.insert(dev.clone());
             for addr in arp_ndp_helpers(wiring.index, *vlan) {
                 self.out.addresses.insert(AddressSpec {
