@@ -8,11 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::caps::Capabilities;
 use crate::config::AgentConfig;
-use crate::plugin::{self, Driver, ExposureBackend, PluginContext, PluginError, SelectionError};
+use crate::exposure::SkippedRow;
+use crate::plugin::{
+    self, ChangeScope, Driver, ExposureBackend, PluginContext, PluginError, SelectionError,
+};
+use crate::system::DesiredSystem;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -41,13 +45,15 @@ pub struct Agent {
     backend_name: &'static str,
     driver: Box<dyn Driver>,
     backend: Box<dyn ExposureBackend>,
+    last_skipped: Vec<SkippedRow>,
+    last_desired: Option<DesiredSystem>,
 }
 
 impl Agent {
     /// Select and construct the plugins named in the configuration.
     pub fn new(config: Arc<AgentConfig>) -> Result<Self, HostError> {
         let (d, b) = plugin::select(&config.default.driver, &config.default.exposing_method)?;
-        let caps = Capabilities::new(&config);
+        let caps = Capabilities::for_agent(&config);
         let ctx = PluginContext { config, caps };
         let driver = (d.factory)(&ctx).map_err(|source| HostError::Driver {
             driver: d.name.to_owned(),
@@ -63,6 +69,8 @@ impl Agent {
             backend_name: b.name,
             driver,
             backend,
+            last_skipped: Vec::new(),
+            last_desired: None,
         })
     }
 
@@ -94,14 +102,15 @@ impl Agent {
                 return;
             }
         };
-        for skipped in &exposures.skipped {
-            warn!(
-                table = %skipped.table,
-                row = %skipped.row,
-                "row skipped: {}",
-                skipped.reason
-            );
+        // Log a broken row once when it appears, not at every reconcile.
+        for skipped in exposures
+            .skipped
+            .iter()
+            .filter(|s| !self.last_skipped.contains(s))
+        {
+            warn!(table = %skipped.table, row = %skipped.row, "row skipped: {}", skipped.reason);
         }
+        self.last_skipped = exposures.skipped.clone();
         if let Err(e) = self.backend.observe(&exposures).await {
             error!(
                 backend = self.backend_name,
@@ -121,8 +130,12 @@ impl Agent {
                 return;
             }
         };
+        self.apply(desired, why).await;
+    }
+
+    async fn apply(&mut self, desired: DesiredSystem, why: &str) {
         match self.ctx.caps.reconciler.reconcile(&desired).await {
-            Ok(report) if report.is_noop() => info!(reason = why, "reconciled: no change"),
+            Ok(report) if report.is_noop() => debug!(reason = why, "reconciled: no change"),
             Ok(report) => {
                 for e in &report.errors {
                     warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
@@ -134,9 +147,31 @@ impl Agent {
                     removed = ?report.removed,
                     errors = report.errors.len(),
                     "reconciled"
-                )
+                );
             }
             Err(e) => error!(reason = why, "applying system state failed: {e}"),
+        }
+        self.last_desired = Some(desired);
+    }
+
+    /// Re-apply the last desired state without recomputing it: repairs drift (a rule deleted by
+    /// hand, an address removed) between full reconciles, at the cost of one dump per class.
+    async fn repair(&mut self) {
+        if let Some(desired) = self.last_desired.take() {
+            self.apply(desired, "repair").await;
+        }
+    }
+
+    /// Background checks of the capabilities that can lose state behind the agent's back:
+    /// OVS flows (restart, `emer-reset`) and FRR configuration (daemon restart).
+    fn spawn_watchers(&self) {
+        let caps = &self.ctx.caps;
+        if let Some(flows) = &caps.ovs_flows {
+            flows.clone().spawn_flow_check();
+        }
+        if let Some(frr) = &caps.frr {
+            let every = Duration::from_secs(self.ctx.config.default.frr_reconcile_interval.max(1));
+            frr.clone().spawn_restart_watch(every);
         }
     }
 
@@ -160,16 +195,26 @@ impl Agent {
             .await
             .map_err(|e| self.backend_err(e))?;
         self.reconcile("start").await;
+        self.spawn_watchers();
 
-        let period = Duration::from_secs(ctx.config.default.reconcile_interval.max(1));
-        let mut periodic = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let defaults = &ctx.config.default;
+        let full = Duration::from_secs(defaults.reconcile_interval.max(1));
+        let quick = Duration::from_secs(defaults.frr_reconcile_interval.max(1));
+        let now = tokio::time::Instant::now();
+        let mut periodic = tokio::time::interval_at(now + full, full);
+        let mut repair = tokio::time::interval_at(now + quick, quick);
+        for timer in [&mut periodic, &mut repair] {
+            timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        }
         loop {
             tokio::select! {
                 change = self.driver.changed() => match change {
-                    Ok(scope) => self.reconcile(if scope == plugin::ChangeScope::Full { "full resync" } else { "change" }).await,
+                    Ok(ChangeScope::Full) => self.reconcile("full resync").await,
+                    Ok(ChangeScope::Rows) => self.reconcile("change").await,
                     Err(e) => return Err(self.driver_err(e)),
                 },
                 _ = periodic.tick() => self.reconcile("reconcile_interval").await,
+                _ = repair.tick() => self.repair().await,
                 _ = sigterm.recv() => break,
                 _ = sigint.recv() => break,
             }

@@ -79,6 +79,10 @@ pub struct Capabilities {
     pub reconciler: Arc<dyn SystemReconciler>,
     /// The kernel capability on its own (kind probes, direct use by backends).
     pub netlink: Arc<netlink::NetlinkReconciler>,
+    /// The OVS flow capability, when wired: the host runs its periodic flow check.
+    pub ovs_flows: Option<Arc<ovs::reconciler::OvsFlows>>,
+    /// The FRR capability, when wired: the host runs its restart watch.
+    pub frr: Option<Arc<frr::configurator::VtyshConfigurator>>,
 }
 
 impl Capabilities {
@@ -94,7 +98,22 @@ impl Capabilities {
                 None,
             )),
             netlink,
+            ovs_flows: None,
+            frr: None,
         }
+    }
+
+    /// Everything the agent itself uses: the kernel, OVS flows (`[ovs]`) and FRR (`[frr]`).
+    pub fn for_agent(config: &crate::config::AgentConfig) -> Self {
+        let ovs_flows = Arc::new(ovs::reconciler::OvsFlows::from_config(config));
+        let frr = Arc::new(frr::configurator::VtyshConfigurator::from_config(config));
+        let mut caps = Self::new(config).with_flows_and_frr(
+            Some(ovs_flows.clone() as Arc<dyn FlowReconciler>),
+            Some(frr.clone() as Arc<dyn FrrConfigurator>),
+        );
+        caps.ovs_flows = Some(ovs_flows);
+        caps.frr = Some(frr);
+        caps
     }
 
     /// The same kernel capability, with flow and FRR reconcilers.
@@ -110,6 +129,8 @@ impl Capabilities {
                 frr,
             )),
             netlink: self.netlink,
+            ovs_flows: self.ovs_flows,
+            frr: self.frr,
         }
     }
 }
