@@ -262,14 +262,17 @@ impl OvsdbClient {
             task,
             table_ids,
         };
+        let mut fatal_rx = fatal_rx;
         tokio::select! {
-            fatal = fatal_rx => match fatal {
+            biased;
+            fatal = &mut fatal_rx => match fatal {
                 Ok(e) => Err(e),
                 Err(_) => Err(OvsdbError::Shutdown),
             },
             r = ready_rx.wait_for(|v| v.is_some()) => match r {
                 Ok(_) => Ok(client),
-                Err(_) => Err(OvsdbError::Shutdown),
+                // The worker ended: it reports why through `fatal` before ending.
+                Err(_) => Err(fatal_rx.await.unwrap_or(OvsdbError::Shutdown)),
             },
         }
     }

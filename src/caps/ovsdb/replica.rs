@@ -508,10 +508,12 @@ impl Replica {
                         for (i, d) in cols {
                             let slot = &mut values[i as usize];
                             let ty = &t.meta.types[i as usize];
-                            *slot = if ty.is_scalar() {
-                                d
-                            } else {
+                            // The server sends the new value for columns holding at most one
+                            // atom, and a difference for sets and maps (observed on OVS 3.1).
+                            *slot = if ty.is_map() || ty.max != Some(1) {
                                 slot.apply_diff(&d)
+                            } else {
+                                d
                             };
                         }
                         Row {
