@@ -117,7 +117,18 @@ async fn read_loop(
     loop {
         let n = match rd.read(&mut buf).await {
             Ok(0) => {
-                let _ = tx.send(Err(OvsdbError::Closed { remote })).await;
+                let pending = splitter.pending_bytes();
+                let err = if pending > 0 {
+                    OvsdbError::Framing {
+                        remote,
+                        reason: format!(
+                            "connection closed in the middle of a message ({pending} bytes of truncated JSON)"
+                        ),
+                    }
+                } else {
+                    OvsdbError::Closed { remote }
+                };
+                let _ = tx.send(Err(err)).await;
                 return;
             }
             Ok(n) => n,
