@@ -78,6 +78,8 @@ pub struct OvsdbServer {
     pub tcp_port: Option<u16>,
     child: Option<Child>,
     name: String,
+    /// Extra command-line arguments (e.g. `--remote=pssl:…` with key files).
+    pub extra_args: Vec<String>,
 }
 
 impl OvsdbServer {
@@ -93,6 +95,7 @@ impl OvsdbServer {
             tcp_port: None,
             child: None,
             name: tag.to_owned(),
+            extra_args: Vec::new(),
         };
         s.start();
         s
@@ -119,6 +122,7 @@ impl OvsdbServer {
             tcp_port: None,
             child: None,
             name: tag.to_owned(),
+            extra_args: Vec::new(),
         };
         s.start();
         s
@@ -133,6 +137,25 @@ impl OvsdbServer {
             tcp_port,
             child: None,
             name: tag.to_owned(),
+            extra_args: Vec::new(),
+        };
+        s.start();
+        s
+    }
+
+    /// A standalone database whose server also gets `extra` arguments.
+    pub fn standalone_with(schema: &str, tag: &str, extra: Vec<String>) -> OvsdbServer {
+        let dir = TempDir::new(tag);
+        let db_file = dir.path().join("db.db");
+        run("ovsdb-tool", &["create", db_file.to_str().unwrap(), schema]);
+        let mut s = OvsdbServer {
+            sock: dir.path().join("db.sock"),
+            db_file,
+            dir,
+            tcp_port: None,
+            child: None,
+            name: tag.to_owned(),
+            extra_args: extra,
         };
         s.start();
         s
@@ -168,6 +191,7 @@ impl OvsdbServer {
         if let Some(p) = self.tcp_port {
             args.push(format!("--remote=ptcp:{p}:127.0.0.1"));
         }
+        args.extend(self.extra_args.iter().cloned());
         let child = Command::new("ovsdb-server")
             .args(&args)
             .stdin(Stdio::null())
@@ -214,6 +238,89 @@ impl OvsdbServer {
 impl Drop for OvsdbServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A test PKI made with `openssl`: a CA, a server certificate for IP 127.0.0.1 and a client
+/// certificate, all as PEM files in `dir`.
+pub struct Pki {
+    pub dir: TempDir,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let dir = TempDir::new("pki");
+        let d = dir.path().to_str().unwrap().to_owned();
+        let f = |n: &str| format!("{d}/{n}");
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec!["req", "-x509"];
+        ca.extend(ec);
+        let (ca_key, ca_crt) = (f("ca.key"), f("ca.crt"));
+        ca.extend([
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca_crt,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=ovsdb-test-ca",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        run("openssl", &ca);
+        for (name, usage, san) in [
+            ("server", "serverAuth", "subjectAltName=IP:127.0.0.1"),
+            ("client", "clientAuth", "subjectAltName=DNS:ovn-bgp-agent"),
+        ] {
+            let (key, csr, crt, ext) = (
+                f(&format!("{name}.key")),
+                f(&format!("{name}.csr")),
+                f(&format!("{name}.crt")),
+                f(&format!("{name}.ext")),
+            );
+            let mut req = vec!["req"];
+            req.extend(ec);
+            req.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=ovsdb-test"]);
+            run("openssl", &req);
+            std::fs::write(
+                &ext,
+                format!("basicConstraints=CA:FALSE\nextendedKeyUsage={usage}\n{san}\n"),
+            )
+            .unwrap();
+            run(
+                "openssl",
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    &ca_crt,
+                    "-CAkey",
+                    &ca_key,
+                    "-CAcreateserial",
+                    "-out",
+                    &crt,
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &ext,
+                ],
+            );
+        }
+        Pki { dir }
+    }
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
     }
 }
 

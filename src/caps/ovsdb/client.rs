@@ -542,6 +542,7 @@ impl Worker {
                             | OvsdbError::MissingColumn { .. }
                             | OvsdbError::BadIndex { .. }
                             | OvsdbError::NoSuchDatabase { .. }
+                            | OvsdbError::TlsConfig { .. }
                     );
                     if matches!(e, OvsdbError::ServerUnusable { .. }) {
                         self.shared

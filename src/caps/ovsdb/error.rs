@@ -10,7 +10,9 @@ pub enum OvsdbError {
     BadRemote { remote: String, reason: String },
     #[error("cannot connect to {remote}: {source}")]
     Connect { remote: String, source: io::Error },
-    #[error("TLS setup for {remote}: {reason}")]
+    #[error("TLS configuration for {remote}: {reason}")]
+    TlsConfig { remote: String, reason: String },
+    #[error("TLS with {remote}: {reason}")]
     Tls { remote: String, reason: String },
     #[error("I/O error on the connection to {remote}: {source}")]
     Io { remote: String, source: io::Error },

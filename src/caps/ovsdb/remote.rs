@@ -127,6 +127,10 @@ fn tls_error(remote: &Remote, reason: impl std::fmt::Display) -> OvsdbError {
 /// Builds the rustls client configuration from PEM files; read once per connection attempt so
 /// rotated certificates are picked up on reconnect.
 fn tls_config(remote: &Remote, files: &TlsFiles) -> Result<rustls::ClientConfig, OvsdbError> {
+    let tls_error = |remote: &Remote, reason: String| OvsdbError::TlsConfig {
+        remote: remote.to_string(),
+        reason,
+    };
     let read = |p: &PathBuf| {
         std::fs::read(p).map_err(|e| tls_error(remote, format!("reading {}: {e}", p.display())))
     };
@@ -166,10 +170,10 @@ fn tls_config(remote: &Remote, files: &TlsFiles) -> Result<rustls::ClientConfig,
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| tls_error(remote, e))?
+        .map_err(|e| tls_error(remote, e.to_string()))?
         .with_root_certificates(roots)
         .with_client_auth_cert(certs, key)
-        .map_err(|e| tls_error(remote, e))
+        .map_err(|e| tls_error(remote, e.to_string()))
 }
 
 /// Opens a connection to one remote.
