@@ -458,7 +458,8 @@ fn parse_raw<'a, T: serde::Deserialize<'a>>(
     })
 }
 
-fn parse_updates(
+/// Decodes table-updates for `metas` (public for benchmarks and tests).
+pub fn parse_updates(
     raw: &RawValue,
     metas: &[Arc<TableMeta>],
     format: UpdateFormat,

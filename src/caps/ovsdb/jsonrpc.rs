@@ -49,7 +49,8 @@ struct Wire {
     error: Option<Value>,
 }
 
-fn decode(frame: &[u8], remote: &str) -> Result<Incoming, OvsdbError> {
+/// Decodes one framed message (public for benchmarks and tests).
+pub fn decode(frame: &[u8], remote: &str) -> Result<Incoming, OvsdbError> {
     let wire: Wire = serde_json::from_slice(frame).map_err(|e| OvsdbError::Protocol {
         remote: remote.to_owned(),
         reason: format!("invalid JSON-RPC message: {e}"),

@@ -412,7 +412,8 @@ pub struct Replica {
 }
 
 impl Replica {
-    pub(crate) fn new(metas: Vec<Arc<TableMeta>>) -> Self {
+    /// An empty replica of `metas` (the client builds its own; public for benchmarks).
+    pub fn new(metas: Vec<Arc<TableMeta>>) -> Self {
         Replica {
             by_name: metas
                 .iter()
@@ -424,7 +425,8 @@ impl Replica {
         }
     }
 
-    pub(crate) fn add_index(&mut self, table: &str, column: &str) -> Result<(), OvsdbError> {
+    /// Registers an index on a column and fills it.
+    pub fn add_index(&mut self, table: &str, column: &str) -> Result<(), OvsdbError> {
         let bad = |reason: &str| OvsdbError::BadIndex {
             table: table.to_owned(),
             column: column.to_owned(),
@@ -477,7 +479,8 @@ impl Replica {
     }
 
     /// Applies incremental updates, appending the events to `out`.
-    pub(crate) fn apply(&mut self, updates: Vec<TableUpdate>, out: &mut Vec<Change>) {
+    #[doc(hidden)]
+    pub fn apply(&mut self, updates: Vec<TableUpdate>, out: &mut Vec<Change>) {
         for tu in updates {
             let t = &mut self.tables[tu.table];
             for (uuid, change) in tu.rows {
@@ -567,7 +570,8 @@ impl Replica {
 
     /// Replaces the contents with a complete snapshot (after a full download) and reports only
     /// the rows that really differ from what the replica had.
-    pub(crate) fn resync(&mut self, updates: Vec<TableUpdate>, out: &mut Vec<Change>) {
+    #[doc(hidden)]
+    pub fn resync(&mut self, updates: Vec<TableUpdate>, out: &mut Vec<Change>) {
         let mut seen: Vec<UuidSet> = (0..self.tables.len()).map(|_| UuidSet::default()).collect();
         for tu in updates {
             let t = &mut self.tables[tu.table];
