@@ -269,7 +269,9 @@ async fn main() {
         else {
             panic!("no reply")
         };
+        let t_frame = t.elapsed();
         let updates = parse_updates(&result, &metas, UpdateFormat::V2, "bench").unwrap();
+        let t_parse = t.elapsed();
         drop(result);
         let mut replica = Replica::new(metas.clone());
         for c in ["logical_port", "datapath", "chassis", "type"] {
@@ -278,6 +280,14 @@ async fn main() {
         let mut changes = Vec::new();
         replica.resync(updates, &mut changes);
         let el = t.elapsed();
+        if std::env::var_os("BENCH_STAGES").is_some() {
+            eprintln!(
+                "framing+decode {:?}, table-updates {:?}, replica {:?}",
+                t_frame,
+                t_parse - t_frame,
+                el - t_parse
+            );
+        }
         drop(changes);
         best = best.min(el);
         replica_bytes = LIVE.load(Ordering::Relaxed) - live0;

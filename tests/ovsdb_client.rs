@@ -369,8 +369,7 @@ async fn transact_round_trips_and_events_in_order() {
                 .set("no_such_col", 1),
         ])
         .await
-        .err()
-        .expect("bad column must fail");
+        .expect_err("bad column must fail");
     assert!(err.to_string().contains("operation 0"), "{err}");
 
     // delete the switch; the unreferenced port is garbage-collected: two deletes, last values.
@@ -472,8 +471,7 @@ async fn monitor_cond_change_moves_rows_in_and_out() {
     let err = c
         .set_condition("Logical_Switch_Port", condition_eq("nope", "x"))
         .await
-        .err()
-        .expect("bad condition");
+        .expect_err("bad condition");
     assert!(matches!(err, OvsdbError::MissingColumn { .. }), "{err}");
     assert!(c.is_connected());
 }

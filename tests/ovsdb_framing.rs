@@ -27,8 +27,8 @@ fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|i| Value::from(i)),
-        (-1e9f64..1e9).prop_map(|f| Value::from(f)),
+        any::<i64>().prop_map(Value::from),
+        (-1e9f64..1e9).prop_map(Value::from),
         tricky_string().prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 64, 6, |inner| {

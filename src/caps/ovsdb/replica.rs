@@ -87,6 +87,14 @@ impl TableMeta {
         }
     }
     pub fn column_index(&self, name: &str) -> Option<u16> {
+        // Monitored tables have a handful of columns: comparing strings beats hashing them.
+        if self.columns.len() <= 32 {
+            return self
+                .columns
+                .iter()
+                .position(|c| **c == *name)
+                .map(|i| i as u16);
+        }
         self.by_name.get(name).copied()
     }
 }
@@ -575,6 +583,7 @@ impl Replica {
         let mut seen: Vec<UuidSet> = (0..self.tables.len()).map(|_| UuidSet::default()).collect();
         for tu in updates {
             let t = &mut self.tables[tu.table];
+            t.rows.reserve(tu.rows.len().saturating_sub(t.rows.len()));
             for (uuid, change) in tu.rows {
                 let cols = match change {
                     RowChange::Insert(c) | RowChange::Replace(c) | RowChange::Diff(c) => c,
