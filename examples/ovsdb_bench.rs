@@ -270,7 +270,10 @@ async fn main() {
             panic!("no reply")
         };
         let t_frame = t.elapsed();
-        let updates = parse_updates(&result, &metas, UpdateFormat::V2, "bench").unwrap();
+        let interner =
+            std::cell::RefCell::new(ovn_bgp_agent::caps::ovsdb::types::Interner::default());
+        let updates =
+            parse_updates(&result, &metas, UpdateFormat::V2, "bench", Some(&interner)).unwrap();
         let t_parse = t.elapsed();
         drop(result);
         let mut replica = Replica::new(metas.clone());

@@ -16,12 +16,15 @@ use tokio::task::JoinHandle;
 
 use super::error::OvsdbError;
 use super::jsonrpc::{Connection, Incoming, WireStats};
-use super::monitor::{MonitorMethod, TableUpdate, UpdateFormat, UpdatesSeed, monitor_requests};
+use super::monitor::{
+    CondSinceReplySeed, MonitorMethod, TableUpdate, UpdateFormat, UpdatesSeed, monitor_requests,
+};
 use super::ops::{Clause, MonitorCondition, Op, OpResult, parse_transact_result};
 use super::remote::{Backoff, Remote, TlsFiles, connect, random_u64};
 use super::replica::{Change, Replica, TableMeta};
 use super::schema::{AtomicType, ColumnType, DatabaseSchema};
-use super::types::Uuid;
+use super::types::{Interner, Uuid};
+use std::cell::RefCell;
 
 /// How to reach the database.
 #[derive(Debug, Clone)]
@@ -253,6 +256,7 @@ impl OvsdbClient {
             conditions_changed: false,
             method: MonitorMethod::CondSince,
             max_index_seen: 0,
+            interner: RefCell::new(Interner::default()),
         };
         let task = tokio::spawn(worker.run());
         let client = OvsdbClient {
@@ -397,6 +401,8 @@ struct Worker {
     method: MonitorMethod,
     /// Highest Raft log index seen, so a stale member is never used after a newer one.
     max_index_seen: i64,
+    /// Shared copies of repeated strings (see [`Interner`]).
+    interner: RefCell<Interner>,
 }
 
 /// A stream of messages from a connection, with notifications that arrived while the handshake
@@ -464,14 +470,19 @@ pub fn parse_updates(
     metas: &[Arc<TableMeta>],
     format: UpdateFormat,
     remote: &str,
+    interner: Option<&RefCell<Interner>>,
 ) -> Result<Vec<TableUpdate>, OvsdbError> {
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    UpdatesSeed { metas, format }
-        .deserialize(&mut de)
-        .map_err(|e| OvsdbError::Protocol {
-            remote: remote.to_owned(),
-            reason: format!("table-updates: {e}"),
-        })
+    UpdatesSeed {
+        metas,
+        format,
+        interner,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| OvsdbError::Protocol {
+        remote: remote.to_owned(),
+        reason: format!("table-updates: {e}"),
+    })
 }
 
 fn is_unknown_method(error: &Value) -> bool {
@@ -579,7 +590,7 @@ impl Worker {
     async fn handshake(
         &mut self,
         remote: &Remote,
-    ) -> Result<(Session, Box<RawValue>, bool, Option<Uuid>), OvsdbError> {
+    ) -> Result<(Session, Vec<TableUpdate>, bool, Option<Uuid>), OvsdbError> {
         let stream = connect(remote, self.config.tls.as_ref()).await?;
         let conn = Connection::new(
             stream,
@@ -609,7 +620,7 @@ impl Worker {
             {
                 Ok(raw) => {
                     let mut server = Replica::new(vec![meta.clone()]);
-                    let ups = parse_updates(&raw, &[meta], UpdateFormat::V2, &name)?;
+                    let ups = parse_updates(&raw, &[meta], UpdateFormat::V2, &name, None)?;
                     server.resync(ups, &mut Vec::new());
                     self.check_server(&server, &name)?;
                     s.server = Some(server);
@@ -650,7 +661,7 @@ impl Worker {
             self.metas = Some(metas);
         }
         // Monitor, falling back to older methods the server does not know.
-        let (raw, resumed, txn) = loop {
+        let (updates, resumed, txn) = loop {
             let metas = self.metas.clone().unwrap_or_default();
             let tables: Vec<(Arc<TableMeta>, MonitorCondition)> = metas
                 .iter()
@@ -676,23 +687,30 @@ impl Worker {
             };
             match s.call(self.method.name(), params).await {
                 Ok(raw) => {
+                    let metas = self.metas.clone().unwrap_or_default();
                     if self.method == MonitorMethod::CondSince {
-                        let parts: Vec<&RawValue> =
-                            parse_raw(&raw, &name, "monitor_cond_since reply")?;
-                        if parts.len() != 3 {
-                            return Err(OvsdbError::Protocol {
-                                remote: name,
-                                reason: "monitor_cond_since reply is not [found, txn-id, updates]"
-                                    .into(),
-                            });
+                        let mut de = serde_json::Deserializer::from_str(raw.get());
+                        let reply = CondSinceReplySeed {
+                            metas: &metas,
+                            interner: Some(&self.interner),
                         }
-                        let found: bool = parse_raw(parts[0], &name, "found flag")?;
-                        let txn: Uuid = parse_raw(parts[1], &name, "last-txn-id")?;
-                        let updates = parts[2].to_owned();
-                        let resumed = found && self.synced_once;
-                        break (updates, resumed, (txn != Uuid::ZERO).then_some(txn));
+                        .deserialize(&mut de)
+                        .map_err(|e| OvsdbError::Protocol {
+                            remote: name.clone(),
+                            reason: format!("monitor_cond_since reply: {e}"),
+                        })?;
+                        let resumed = reply.found && self.synced_once;
+                        let txn = reply.last_txn_id;
+                        break (reply.updates, resumed, (txn != Uuid::ZERO).then_some(txn));
                     }
-                    break (raw, false, None);
+                    let updates = parse_updates(
+                        &raw,
+                        &metas,
+                        self.method.format(),
+                        &name,
+                        Some(&self.interner),
+                    )?;
+                    break (updates, false, None);
                 }
                 Err(OvsdbError::Rpc { error, .. })
                     if self.method != MonitorMethod::Plain
@@ -707,7 +725,7 @@ impl Worker {
                 Err(e) => return Err(e),
             }
         };
-        Ok((s, raw, resumed, txn))
+        Ok((s, updates, resumed, txn))
     }
 
     fn check_server(&mut self, server: &Replica, remote: &str) -> Result<(), OvsdbError> {
@@ -778,7 +796,7 @@ impl Worker {
 
     async fn session(&mut self, remote: &Remote) -> Result<SessionEnd, OvsdbError> {
         *lock(&self.shared.stats.remote) = Some(remote.to_string());
-        let (mut s, raw, resumed, txn) =
+        let (mut s, updates, resumed, txn) =
             tokio::time::timeout(self.config.handshake_timeout, self.handshake(remote))
                 .await
                 .map_err(|_| OvsdbError::ServerUnusable {
@@ -790,8 +808,6 @@ impl Worker {
                 })??;
         let name = remote.to_string();
         let metas = self.metas.clone().unwrap_or_default();
-        let updates = parse_updates(&raw, &metas, self.method.format(), &name)?;
-        drop(raw);
         let mut changes = Vec::new();
         let kind = {
             let mut r = self
@@ -1011,7 +1027,7 @@ impl Worker {
                 };
                 if monitor_id == SERVER_MONITOR_ID {
                     let meta = server_database_meta();
-                    let ups = parse_updates(body, &[meta], UpdateFormat::V2, &remote)?;
+                    let ups = parse_updates(body, &[meta], UpdateFormat::V2, &remote, None)?;
                     if let Some(mut server) = s.server.take() {
                         server.apply(ups, &mut Vec::new());
                         self.check_server(&server, &remote)?;
@@ -1019,7 +1035,7 @@ impl Worker {
                     }
                     return Ok(());
                 }
-                let updates = parse_updates(body, metas, format, &remote)?;
+                let updates = parse_updates(body, metas, format, &remote, Some(&self.interner))?;
                 let mut changes = Vec::new();
                 {
                     let mut r = self

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 use super::ops::MonitorCondition;
 use super::replica::TableMeta;
-use super::types::{Datum, Uuid};
+use super::types::{Datum, DatumSeed, Interner, Uuid};
+use std::cell::RefCell;
 
 /// How one row changed, as the server said it.
 #[derive(Debug, Clone)]
@@ -94,6 +95,7 @@ pub fn monitor_requests(
 pub struct UpdatesSeed<'a> {
     pub metas: &'a [Arc<TableMeta>],
     pub format: UpdateFormat,
+    pub interner: Option<&'a RefCell<Interner>>,
 }
 
 impl<'de> DeserializeSeed<'de> for UpdatesSeed<'_> {
@@ -119,6 +121,7 @@ impl<'de> Visitor<'de> for UpdatesSeed<'_> {
                     let rows = map.next_value_seed(RowsSeed {
                         meta: &self.metas[table],
                         format: self.format,
+                        interner: self.interner,
                     })?;
                     out.push(TableUpdate { table, rows });
                 }
@@ -134,6 +137,7 @@ impl<'de> Visitor<'de> for UpdatesSeed<'_> {
 struct RowsSeed<'a> {
     meta: &'a TableMeta,
     format: UpdateFormat,
+    interner: Option<&'a RefCell<Interner>>,
 }
 
 impl<'de> DeserializeSeed<'de> for RowsSeed<'_> {
@@ -152,8 +156,18 @@ impl<'de> Visitor<'de> for RowsSeed<'_> {
         let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0));
         while let Some(uuid) = map.next_key::<Uuid>()? {
             let change = match self.format {
-                UpdateFormat::V2 => map.next_value_seed(RowUpdate2Seed { meta: self.meta })?,
-                UpdateFormat::V1 => map.next_value_seed(RowUpdate1Seed { meta: self.meta })?,
+                UpdateFormat::V2 => map.next_value_seed(RowUpdate2Seed {
+                    cols: ColumnsSeed {
+                        meta: self.meta,
+                        interner: self.interner,
+                    },
+                })?,
+                UpdateFormat::V1 => map.next_value_seed(RowUpdate1Seed {
+                    cols: ColumnsSeed {
+                        meta: self.meta,
+                        interner: self.interner,
+                    },
+                })?,
             };
             out.push((uuid, change));
         }
@@ -162,7 +176,7 @@ impl<'de> Visitor<'de> for RowsSeed<'_> {
 }
 
 struct RowUpdate2Seed<'a> {
-    meta: &'a TableMeta,
+    cols: ColumnsSeed<'a>,
 }
 
 impl<'de> DeserializeSeed<'de> for RowUpdate2Seed<'_> {
@@ -181,10 +195,8 @@ impl<'de> Visitor<'de> for RowUpdate2Seed<'_> {
         let mut change = None;
         while let Some(kind) = map.next_key::<Cow<'de, str>>()? {
             change = Some(match &*kind {
-                "initial" | "insert" => {
-                    RowChange::Insert(map.next_value_seed(ColumnsSeed { meta: self.meta })?)
-                }
-                "modify" => RowChange::Diff(map.next_value_seed(ColumnsSeed { meta: self.meta })?),
+                "initial" | "insert" => RowChange::Insert(map.next_value_seed(self.cols)?),
+                "modify" => RowChange::Diff(map.next_value_seed(self.cols)?),
                 "delete" => {
                     map.next_value::<IgnoredAny>()?;
                     RowChange::Delete
@@ -201,7 +213,7 @@ impl<'de> Visitor<'de> for RowUpdate2Seed<'_> {
 }
 
 struct RowUpdate1Seed<'a> {
-    meta: &'a TableMeta,
+    cols: ColumnsSeed<'a>,
 }
 
 impl<'de> DeserializeSeed<'de> for RowUpdate1Seed<'_> {
@@ -225,7 +237,7 @@ impl<'de> Visitor<'de> for RowUpdate1Seed<'_> {
                     map.next_value::<IgnoredAny>()?;
                     has_old = true;
                 }
-                "new" => new = Some(map.next_value_seed(ColumnsSeed { meta: self.meta })?),
+                "new" => new = Some(map.next_value_seed(self.cols)?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -239,8 +251,10 @@ impl<'de> Visitor<'de> for RowUpdate1Seed<'_> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct ColumnsSeed<'a> {
     meta: &'a TableMeta,
+    interner: Option<&'a RefCell<Interner>>,
 }
 
 impl<'de> DeserializeSeed<'de> for ColumnsSeed<'_> {
@@ -260,7 +274,7 @@ impl<'de> Visitor<'de> for ColumnsSeed<'_> {
         while let Some(col) = map.next_key::<Cow<'de, str>>()? {
             match self.meta.column_index(&col) {
                 Some(idx) => {
-                    let mut d: Datum = map.next_value()?;
+                    let mut d: Datum = map.next_value_seed(DatumSeed(self.interner))?;
                     let ty = &self.meta.types[idx as usize];
                     if ty.key == super::schema::AtomicType::Real
                         || ty.value == Some(super::schema::AtomicType::Real)
@@ -278,5 +292,53 @@ impl<'de> Visitor<'de> for ColumnsSeed<'_> {
             }
         }
         Ok(out)
+    }
+}
+
+/// Decodes a `monitor_cond_since` reply `[found, last-txn-id, table-updates2]` in one pass.
+pub struct CondSinceReplySeed<'a> {
+    pub metas: &'a [Arc<TableMeta>],
+    pub interner: Option<&'a RefCell<Interner>>,
+}
+
+/// A decoded `monitor_cond_since` reply.
+pub struct CondSinceReply {
+    pub found: bool,
+    pub last_txn_id: Uuid,
+    pub updates: Vec<TableUpdate>,
+}
+
+impl<'de> DeserializeSeed<'de> for CondSinceReplySeed<'_> {
+    type Value = CondSinceReply;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CondSinceReplySeed<'_> {
+    type Value = CondSinceReply;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("[found, last-txn-id, table-updates2]")
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let missing =
+            || de::Error::custom("monitor_cond_since reply is not [found, txn-id, updates]");
+        let found: bool = seq.next_element()?.ok_or_else(missing)?;
+        let last_txn_id: Uuid = seq.next_element()?.ok_or_else(missing)?;
+        let updates = seq
+            .next_element_seed(UpdatesSeed {
+                metas: self.metas,
+                format: UpdateFormat::V2,
+                interner: self.interner,
+            })?
+            .ok_or_else(missing)?;
+        if seq.next_element::<IgnoredAny>()?.is_some() {
+            return Err(missing());
+        }
+        Ok(CondSinceReply {
+            found,
+            last_txn_id,
+            updates,
+        })
     }
 }

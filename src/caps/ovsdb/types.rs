@@ -453,6 +453,69 @@ impl<'de> Deserialize<'de> for Uuid {
     }
 }
 
+/// Shares the `Arc<str>` of strings that repeat across rows (map keys such as
+/// `neutron:device_owner`, short values such as `""`, `localnet`, `compute:nova`): fewer
+/// allocations while decoding and less memory in the replica. Bounded, so unique strings from a
+/// hostile or churning database cannot grow it without limit.
+#[derive(Debug)]
+pub struct Interner {
+    set: std::collections::HashSet<Arc<str>>,
+    cap: usize,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Interner {
+            set: Default::default(),
+            cap: 65_536,
+        }
+    }
+}
+
+impl Interner {
+    /// The shared copy of `s` (or a fresh one when the interner is full).
+    pub fn intern(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.set.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s);
+        if self.set.len() < self.cap {
+            self.set.insert(a.clone());
+        }
+        a
+    }
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+}
+
+/// Strings up to this length are interned wherever they appear; map keys always are.
+const INTERN_MAX_LEN: usize = 16;
+
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    interner: Option<&'a std::cell::RefCell<Interner>>,
+    key: bool,
+}
+
+impl Ctx<'_> {
+    fn string(&self, v: &str) -> Arc<str> {
+        match self.interner {
+            Some(i) if self.key || v.len() <= INTERN_MAX_LEN => i.borrow_mut().intern(v),
+            _ => Arc::from(v),
+        }
+    }
+    fn as_key(self) -> Self {
+        Ctx { key: true, ..self }
+    }
+    fn as_value(self) -> Self {
+        Ctx { key: false, ..self }
+    }
+}
+
 /// What an array in atom position turned out to be.
 enum Tagged {
     Atom(Atom),
@@ -460,27 +523,95 @@ enum Tagged {
     Map(Vec<(Atom, Atom)>),
 }
 
-struct AtomSeq;
-impl<'de> DeserializeSeed<'de> for AtomSeq {
+struct AtomSeed<'a>(Ctx<'a>);
+impl<'de> DeserializeSeed<'de> for AtomSeed<'_> {
+    type Value = Atom;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Atom, D::Error> {
+        match d.deserialize_any(TaggedVisitor {
+            allow_collections: false,
+            ctx: self.0,
+        })? {
+            Tagged::Atom(a) => Ok(a),
+            _ => Err(de::Error::custom("set or map where an atom was expected")),
+        }
+    }
+}
+
+struct AtomSeq<'a>(Ctx<'a>);
+impl<'de> DeserializeSeed<'de> for AtomSeq<'_> {
     type Value = Vec<Atom>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Atom>, D::Error> {
-        Vec::<Atom>::deserialize(d)
+        d.deserialize_seq(self)
+    }
+}
+impl<'de> Visitor<'de> for AtomSeq<'_> {
+    type Value = Vec<Atom>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of OVSDB atoms")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Atom>, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(a) = seq.next_element_seed(AtomSeed(self.0))? {
+            out.push(a);
+        }
+        Ok(out)
     }
 }
 
-struct PairSeq;
-impl<'de> DeserializeSeed<'de> for PairSeq {
+struct PairSeed<'a>(Ctx<'a>);
+impl<'de> DeserializeSeed<'de> for PairSeed<'_> {
+    type Value = (Atom, Atom);
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+impl<'de> Visitor<'de> for PairSeed<'_> {
+    type Value = (Atom, Atom);
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a [key, value] pair")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let bad = || de::Error::custom("map pair is not [key, value]");
+        let k = seq
+            .next_element_seed(AtomSeed(self.0.as_key()))?
+            .ok_or_else(bad)?;
+        let v = seq
+            .next_element_seed(AtomSeed(self.0.as_value()))?
+            .ok_or_else(bad)?;
+        if seq.next_element::<IgnoredAny>()?.is_some() {
+            return Err(bad());
+        }
+        Ok((k, v))
+    }
+}
+
+struct PairSeq<'a>(Ctx<'a>);
+impl<'de> DeserializeSeed<'de> for PairSeq<'_> {
     type Value = Vec<(Atom, Atom)>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        Vec::<(Atom, Atom)>::deserialize(d)
+        d.deserialize_seq(self)
+    }
+}
+impl<'de> Visitor<'de> for PairSeq<'_> {
+    type Value = Vec<(Atom, Atom)>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of map pairs")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(p) = seq.next_element_seed(PairSeed(self.0))? {
+            out.push(p);
+        }
+        Ok(out)
     }
 }
 
-struct TaggedVisitor {
+struct TaggedVisitor<'a> {
     allow_collections: bool,
+    ctx: Ctx<'a>,
 }
 
-impl<'de> Visitor<'de> for TaggedVisitor {
+impl<'de> Visitor<'de> for TaggedVisitor<'_> {
     type Value = Tagged;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an OVSDB atom, set or map")
@@ -500,7 +631,7 @@ impl<'de> Visitor<'de> for TaggedVisitor {
         Ok(Tagged::Atom(Atom::Boolean(v)))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Tagged, E> {
-        Ok(Tagged::Atom(Atom::String(Arc::from(v))))
+        Ok(Tagged::Atom(Atom::String(self.ctx.string(v))))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tagged, A::Error> {
         let tag: std::borrow::Cow<'de, str> = seq
@@ -520,11 +651,11 @@ impl<'de> Visitor<'de> for TaggedVisitor {
                 Tagged::Atom(Atom::NamedUuid(Arc::from(n)))
             }
             "set" if self.allow_collections => Tagged::Set(
-                seq.next_element_seed(AtomSeq)?
+                seq.next_element_seed(AtomSeq(self.ctx.as_value()))?
                     .ok_or_else(|| de::Error::custom("[\"set\"] without elements"))?,
             ),
             "map" if self.allow_collections => Tagged::Map(
-                seq.next_element_seed(PairSeq)?
+                seq.next_element_seed(PairSeq(self.ctx))?
                     .ok_or_else(|| de::Error::custom("[\"map\"] without pairs"))?,
             ),
             other => return Err(de::Error::custom(format!("unknown OVSDB tag {other:?}"))),
@@ -538,28 +669,41 @@ impl<'de> Visitor<'de> for TaggedVisitor {
     }
 }
 
-impl<'de> Deserialize<'de> for Atom {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match d.deserialize_any(TaggedVisitor {
-            allow_collections: false,
-        })? {
-            Tagged::Atom(a) => Ok(a),
-            _ => Err(de::Error::custom("set or map where an atom was expected")),
-        }
-    }
-}
+/// Decodes a [`Datum`], sharing repeated strings through `interner`.
+pub struct DatumSeed<'a>(pub Option<&'a std::cell::RefCell<Interner>>);
 
-impl<'de> Deserialize<'de> for Datum {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+impl<'de> DeserializeSeed<'de> for DatumSeed<'_> {
+    type Value = Datum;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Datum, D::Error> {
         Ok(
             match d.deserialize_any(TaggedVisitor {
                 allow_collections: true,
+                ctx: Ctx {
+                    interner: self.0,
+                    key: false,
+                },
             })? {
                 Tagged::Atom(a) => Datum::Atom(a),
                 Tagged::Set(s) => Datum::set(s),
                 Tagged::Map(m) => Datum::Map(m.into_boxed_slice()),
             },
         )
+    }
+}
+
+impl<'de> Deserialize<'de> for Atom {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        AtomSeed(Ctx {
+            interner: None,
+            key: false,
+        })
+        .deserialize(d)
+    }
+}
+
+impl<'de> Deserialize<'de> for Datum {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        DatumSeed(None).deserialize(d)
     }
 }
 
