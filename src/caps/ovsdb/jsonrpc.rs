@@ -1,0 +1,240 @@
+//! JSON-RPC 1.0 over one OVSDB connection: a reader task that frames and decodes incoming
+//! messages into a bounded channel (so a flood cannot grow memory without bound), and the
+//! write half used by the session owner.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::error::OvsdbError;
+use super::framing::{FrameSplitter, FramingError};
+use super::remote::BoxStream;
+
+/// A decoded incoming message. Bulky parts stay raw JSON text for a typed second pass.
+#[derive(Debug)]
+pub enum Incoming {
+    Request {
+        id: Value,
+        method: String,
+        params: Box<RawValue>,
+    },
+    Notification {
+        method: String,
+        params: Box<RawValue>,
+    },
+    Response {
+        id: Value,
+        result: Option<Box<RawValue>>,
+        error: Option<Value>,
+    },
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// Decodes one framed message (public for benchmarks and tests).
+pub fn decode(frame: &[u8], remote: &str) -> Result<Incoming, OvsdbError> {
+    let wire: Wire = serde_json::from_slice(frame).map_err(|e| OvsdbError::Protocol {
+        remote: remote.to_owned(),
+        reason: format!("invalid JSON-RPC message: {e}"),
+    })?;
+    let empty_params = || RawValue::from_string("[]".to_owned()).ok();
+    match (wire.method, wire.id) {
+        (Some(method), Some(id)) if !id.is_null() => Ok(Incoming::Request {
+            id,
+            method,
+            params: wire
+                .params
+                .or_else(empty_params)
+                .ok_or(OvsdbError::Shutdown)?,
+        }),
+        (Some(method), _) => Ok(Incoming::Notification {
+            method,
+            params: wire
+                .params
+                .or_else(empty_params)
+                .ok_or(OvsdbError::Shutdown)?,
+        }),
+        (None, Some(id)) => Ok(Incoming::Response {
+            id,
+            result: wire.result,
+            error: wire.error.filter(|e| !e.is_null()),
+        }),
+        (None, None) => Err(OvsdbError::Protocol {
+            remote: remote.to_owned(),
+            reason: "message with neither method nor id".into(),
+        }),
+    }
+}
+
+/// Counters shared with the client's statistics.
+#[derive(Debug, Default)]
+pub struct WireStats {
+    pub bytes_received: AtomicU64,
+    pub messages_received: AtomicU64,
+}
+
+/// One open JSON-RPC connection.
+pub struct Connection {
+    pub remote: String,
+    rx: mpsc::Receiver<Result<Incoming, OvsdbError>>,
+    writer: WriteHalf<BoxStream>,
+    next_id: u64,
+    reader: JoinHandle<()>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+async fn read_loop(
+    mut rd: ReadHalf<BoxStream>,
+    remote: String,
+    max_message: usize,
+    tx: mpsc::Sender<Result<Incoming, OvsdbError>>,
+    stats: Arc<WireStats>,
+) {
+    let mut splitter = FrameSplitter::new(max_message);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match rd.read(&mut buf).await {
+            Ok(0) => {
+                let pending = splitter.pending_bytes();
+                let err = if pending > 0 {
+                    OvsdbError::Framing {
+                        remote,
+                        reason: format!(
+                            "connection closed in the middle of a message ({pending} bytes of truncated JSON)"
+                        ),
+                    }
+                } else {
+                    OvsdbError::Closed { remote }
+                };
+                let _ = tx.send(Err(err)).await;
+                return;
+            }
+            Ok(n) => n,
+            Err(source) => {
+                let _ = tx.send(Err(OvsdbError::Io { remote, source })).await;
+                return;
+            }
+        };
+        stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
+        splitter.extend(&buf[..n]);
+        loop {
+            let msg = match splitter.next_frame() {
+                Ok(Some(frame)) => decode(frame, &remote),
+                Ok(None) => break,
+                Err(FramingError::TooLarge { limit }) => Err(OvsdbError::MessageTooLarge {
+                    remote: remote.clone(),
+                    limit,
+                }),
+                Err(e) => Err(OvsdbError::Framing {
+                    remote: remote.clone(),
+                    reason: e.to_string(),
+                }),
+            };
+            let fatal = msg.is_err();
+            stats.messages_received.fetch_add(1, Ordering::Relaxed);
+            if tx.send(msg).await.is_err() || fatal {
+                return;
+            }
+        }
+    }
+}
+
+impl Connection {
+    /// Wraps an open stream; `max_message` bounds one incoming message.
+    pub fn new(
+        stream: BoxStream,
+        remote: String,
+        max_message: usize,
+        stats: Arc<WireStats>,
+    ) -> Self {
+        let (rd, writer) = tokio::io::split(stream);
+        let (tx, rx) = mpsc::channel(16);
+        let reader = tokio::spawn(read_loop(rd, remote.clone(), max_message, tx, stats));
+        Connection {
+            remote,
+            rx,
+            writer,
+            next_id: 1,
+            reader,
+        }
+    }
+
+    async fn write(&mut self, v: &Value) -> Result<(), OvsdbError> {
+        let mut bytes = serde_json::to_vec(v).map_err(|e| OvsdbError::Protocol {
+            remote: self.remote.clone(),
+            reason: format!("cannot encode request: {e}"),
+        })?;
+        bytes.push(b'\n');
+        let io = |source| OvsdbError::Io {
+            remote: self.remote.clone(),
+            source,
+        };
+        self.writer.write_all(&bytes).await.map_err(io)?;
+        self.writer.flush().await.map_err(io)
+    }
+
+    /// Sends a request and returns its id (the answer arrives through [`Connection::recv`]).
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<u64, OvsdbError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.write(&serde_json::json!({"id": id, "method": method, "params": params}))
+            .await?;
+        Ok(id)
+    }
+
+    /// Sends a notification (no answer expected).
+    pub async fn notify(&mut self, method: &str, params: Value) -> Result<(), OvsdbError> {
+        self.write(&serde_json::json!({"id": null, "method": method, "params": params}))
+            .await
+    }
+
+    /// Answers a request from the server.
+    pub async fn reply(&mut self, id: Value, result: Value) -> Result<(), OvsdbError> {
+        self.write(&serde_json::json!({"id": id, "result": result, "error": null}))
+            .await
+    }
+
+    /// Answers a request the client does not support.
+    pub async fn reply_error(&mut self, id: Value, error: &str) -> Result<(), OvsdbError> {
+        self.write(&serde_json::json!({"id": id, "result": null, "error": error}))
+            .await
+    }
+
+    /// The next message; an error means the connection is unusable.
+    pub async fn recv(&mut self) -> Result<Incoming, OvsdbError> {
+        match self.rx.recv().await {
+            Some(m) => m,
+            None => Err(OvsdbError::Closed {
+                remote: self.remote.clone(),
+            }),
+        }
+    }
+}
+
+/// Whether a response id is the numeric id `want`.
+pub fn id_is(id: &Value, want: u64) -> bool {
+    id.as_u64() == Some(want)
+}
