@@ -273,8 +273,10 @@ impl OvsdbClient {
                 Ok(e) => Err(e),
                 Err(_) => Err(OvsdbError::Shutdown),
             },
-            r = ready_rx.wait_for(|v| v.is_some()) => match r {
-                Ok(_) => Ok(client),
+            // The watch guard is dropped at once (it is not `Send`), so that `connect` can be
+            // awaited from any task.
+            ready = async { ready_rx.wait_for(|v| v.is_some()).await.map(|_| ()) } => match ready {
+                Ok(()) => Ok(client),
                 // The worker ended: it reports why through `fatal` before ending.
                 Err(_) => Err(fatal_rx.await.unwrap_or(OvsdbError::Shutdown)),
             },
