@@ -1,0 +1,108 @@
+//! The agent binary run against a lab: started with the lab's `bgp-agent.conf` plus test
+//! overrides (short intervals), its log kept in the lab directory, stopped with SIGTERM (as an
+//! operator's service manager does) or killed, and always stopped when dropped.
+
+#![allow(dead_code)] // each test binary uses a different part of the fixture
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Agent {
+    child: Option<Child>,
+    log: PathBuf,
+    config: PathBuf,
+    overrides: PathBuf,
+}
+
+impl Agent {
+    /// Start the agent with the lab's configuration and `overrides` (INI text, e.g.
+    /// `[DEFAULT]\nreconcile_interval = 5\n`) layered on top.
+    pub fn start(lab_dir: &Path, overrides: &str) -> Agent {
+        let overrides_path = lab_dir.join("agent-test-overrides.conf");
+        std::fs::write(&overrides_path, overrides).expect("write agent overrides");
+        let mut agent = Agent {
+            child: None,
+            log: lab_dir.join("agent.log"),
+            config: lab_dir.join("bgp-agent.conf"),
+            overrides: overrides_path,
+        };
+        agent.spawn();
+        agent
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_ovn-bgp-agent"))
+            .arg("--config-file")
+            .arg(&self.config)
+            .arg("--config-file")
+            .arg(&self.overrides)
+            .arg("--log-file")
+            .arg(&self.log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start ovn-bgp-agent");
+        self.child = Some(child);
+    }
+
+    /// SIGTERM, then wait for a clean exit; returns how long the agent took to stop.
+    pub fn stop(&mut self) -> Duration {
+        let Some(mut child) = self.child.take() else {
+            return Duration::ZERO;
+        };
+        let started = Instant::now();
+        // SAFETY-free: kill(2) through the `kill` command keeps this test code dependency-free.
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                assert!(status.success(), "agent exited with {status} on SIGTERM\n{}", self.log_tail());
+                return started.elapsed();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("agent did not stop within 10 s of SIGTERM\n{}", self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Start again after [`Agent::stop`], appending to the same log.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Panics with the log tail if the agent process has exited.
+    pub fn assert_running(&mut self) {
+        if let Some(child) = &mut self.child
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            panic!("the agent exited ({status}):\n{}", self.log_tail());
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
