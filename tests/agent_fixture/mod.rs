@@ -60,13 +60,20 @@ impl Agent {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                assert!(status.success(), "agent exited with {status} on SIGTERM\n{}", self.log_tail());
+                assert!(
+                    status.success(),
+                    "agent exited with {status} on SIGTERM\n{}",
+                    self.log_tail()
+                );
                 return started.elapsed();
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("agent did not stop within 10 s of SIGTERM\n{}", self.log_tail());
+                panic!(
+                    "agent did not stop within 10 s of SIGTERM\n{}",
+                    self.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }

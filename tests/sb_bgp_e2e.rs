@@ -1,0 +1,270 @@
+//! The SB BGP driver with the underlay backend, end to end: a real lab (OVN NB/SB + northd, OVS +
+//! ovn-controller, FRR chassis + ToR peer in network namespaces) and the real agent binary.
+//! Each exposure is checked at the ToR (what BGP learned) and in the chassis kernel (addresses,
+//! rules, routes, neighbours) and OVS (flows), as upstream-behaviour.md §9 describes.
+#![cfg(all(feature = "sb_bgp", feature = "underlay"))]
+
+mod agent_fixture;
+mod lab_fixture;
+
+use std::process::Command;
+use std::time::Duration;
+
+use agent_fixture::Agent;
+use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, require_root, run_ok, wait_for};
+
+/// Test intervals: short, so drift repair is observable quickly.
+const OVERRIDES: &str = "[DEFAULT]\nreconcile_interval = 20\nfrr_reconcile_interval = 2\n[ovs]\nflow_check_interval = 2\n";
+
+/// Prefixes the ToR has learned from the chassis (IPv4 and IPv6 unicast).
+fn tor_prefixes(lab: &Lab) -> Vec<String> {
+    let mut out = Vec::new();
+    for cmd in ["show ip bgp json", "show bgp ipv6 unicast json"] {
+        let v = lab.tor_json(cmd);
+        if let Some(routes) = v["routes"].as_object() {
+            out.extend(routes.keys().cloned());
+        }
+    }
+    out.sort();
+    out
+}
+
+fn wait_tor(lab: &Lab, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
+    wait_for(what, CONVERGENCE_TIMEOUT, || {
+        let p = tor_prefixes(lab);
+        if pred(&p) {
+            Ok(p)
+        } else {
+            Err(format!("ToR has {p:?}"))
+        }
+    })
+}
+
+fn has(prefixes: &[String], p: &str) -> bool {
+    prefixes.iter().any(|x| x == p)
+}
+
+fn ovs_ofctl(lab: &Lab, args: &[&str]) -> String {
+    run_ok(
+        Command::new("ovs-ofctl")
+            .env("OVS_RUNDIR", lab.env("OVS_RUNDIR"))
+            .args(args),
+    )
+}
+
+fn vsctl(lab: &Lab, args: &[&str]) -> String {
+    run_ok(
+        Command::new("ovs-vsctl")
+            .arg(format!("--db=unix:{}", lab.env("OVS_SOCK")))
+            .args(args),
+    )
+}
+
+fn nbctl(lab: &Lab, args: &[&str]) -> String {
+    run_ok(
+        Command::new("ovn-nbctl")
+            .arg(format!("--db=unix:{}", lab.env("NB_SOCK")))
+            .args(args),
+    )
+}
+
+/// The routing table the agent allocated for br-ex in the lab's rt_tables file.
+fn br_ex_table(lab: &Lab) -> String {
+    let text = std::fs::read_to_string(lab.env("RT_TABLES")).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let n = f.next()?;
+            (f.next()? == "br-ex").then(|| n.to_owned())
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no br-ex line in rt_tables:\n{text}"))
+}
+
+fn updates_received_from_chassis(lab: &Lab) -> u64 {
+    let chassis_ip = lab.env("CHASSIS_IP4").to_owned();
+    let v = lab.tor_json(&format!("show bgp neighbors {chassis_ip} json"));
+    v[&chassis_ip]["messageStats"]["updatesRecv"]
+        .as_u64()
+        .expect("updatesRecv in show bgp neighbors json")
+}
+
+#[test]
+fn exposes_the_topology_follows_bindings_and_survives_its_own_restart() {
+    require_root();
+    let lab = Lab::start();
+    let mut agent = Agent::start(lab.dir(), OVERRIDES);
+
+    let vm4 = format!("{}/32", lab.env("VM_PROVIDER_IP4"));
+    let vm6 = format!("{}/128", lab.env("VM_PROVIDER_IP6"));
+    let gw4 = format!("{}/32", lab.env("GW_IP4"));
+    let gw6 = format!("{}/128", lab.env("GW_IP6"));
+    let fip = format!("{}/32", lab.env("FIP_IP4"));
+    let tenant = format!("{}/32", lab.env("VM_TENANT_IP4"));
+    let all = [&vm4, &vm6, &gw4, &gw6, &fip, &tenant];
+
+    // Everything of the topology reaches the ToR (B1, C1, C2, C6).
+    wait_tor(&lab, "all exposed routes at the ToR", |p| {
+        all.iter().all(|x| has(p, x))
+    });
+    agent.assert_running();
+
+    // Kernel state on the chassis.
+    let table = br_ex_table(&lab);
+    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+    for a in all {
+        assert!(addrs.contains(a.as_str()), "{a} not on bgp-nic:\n{addrs}");
+    }
+    let rules = lab.ip_chassis(&["rule", "show"]) + &lab.ip_chassis(&["-6", "rule", "show"]);
+    for ip in [
+        lab.env("VM_PROVIDER_IP4"),
+        lab.env("GW_IP4"),
+        lab.env("FIP_IP4"),
+        lab.env("VM_PROVIDER_IP6"),
+    ] {
+        assert!(
+            rules.contains(&format!("to {ip} lookup {table}")),
+            "no rule to {ip} lookup {table}:\n{rules}"
+        );
+    }
+    // Tenant subnet: rule keyed by the router interface address with its mask (C2).
+    assert!(
+        rules.contains(&format!("to 10.0.0.1/24 lookup {table}")),
+        "{rules}"
+    );
+    let routes = lab.ip_chassis(&["route", "show", "table", &table]);
+    assert!(routes.contains("default dev br-ex"), "{routes}");
+    assert!(
+        routes.contains(&format!("{} dev br-ex", lab.env("VM_PROVIDER_IP4"))),
+        "{routes}"
+    );
+    assert!(
+        routes.contains(&format!("10.0.0.0/24 via {} dev br-ex", lab.env("GW_IP4"))),
+        "{routes}"
+    );
+    // The gateway's MAC as permanent neighbour, no neighbour for the VM (C1 vs B1).
+    let neigh = lab.ip_chassis(&["neigh", "show", "dev", "br-ex"]);
+    assert!(
+        neigh.contains(&format!(
+            "{} lladdr fa:16:3e:00:00:01 PERMANENT",
+            lab.env("GW_IP4")
+        )),
+        "{neigh}"
+    );
+    assert!(!neigh.contains(lab.env("VM_PROVIDER_IP4")), "{neigh}");
+    let proxy = lab.ip_chassis(&["-6", "neigh", "show", "proxy"]);
+    assert!(proxy.contains("2001:db8:: dev br-ex"), "{proxy}");
+    // A9: the MAC-tweak flow pair on the provider bridge.
+    let flows = ovs_ofctl(&lab, &["dump-flows", "br-ex", "cookie=0x3e7/-1"]);
+    assert_eq!(
+        flows.lines().filter(|l| l.contains("cookie=0x3e7")).count(),
+        2,
+        "{flows}"
+    );
+    assert!(flows.contains("priority=900,ip,in_port="), "{flows}");
+    assert!(flows.contains("priority=900,ipv6,in_port="), "{flows}");
+
+    // Unbind the provider VM (as Nova does on delete: its interface loses iface-id): withdrawn
+    // at the ToR and removed from bgp-nic (B3); the others stay.
+    let tap = format!("tap{}", &lab.env("VM_PROVIDER_PORT_ID")[..11]);
+    vsctl(
+        &lab,
+        &["remove", "Interface", &tap, "external_ids", "iface-id"],
+    );
+    wait_tor(&lab, "provider VM withdrawn", |p| {
+        !has(p, &vm4) && !has(p, &vm6) && has(p, &gw4) && has(p, &fip)
+    });
+    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+    assert!(!addrs.contains(vm4.as_str()), "{addrs}");
+    let rules = lab.ip_chassis(&["rule", "show"]);
+    assert!(
+        !rules.contains(&format!("to {} lookup", lab.env("VM_PROVIDER_IP4"))),
+        "{rules}"
+    );
+
+    // Bind it again.
+    vsctl(
+        &lab,
+        &[
+            "set",
+            "Interface",
+            &tap,
+            &format!("external_ids:iface-id={}", lab.env("VM_PROVIDER_PORT_ID")),
+        ],
+    );
+    wait_tor(&lab, "provider VM exposed again", |p| {
+        has(p, &vm4) && has(p, &vm6)
+    });
+
+    // A hostile row: the port's addresses become garbage. It is skipped with a warning naming
+    // the row, its IP is withdrawn, and everything else stays exposed.
+    let lsp = lab.env("VM_PROVIDER_PORT_ID").to_owned();
+    nbctl(
+        &lab,
+        &[
+            "set",
+            "Logical_Switch_Port",
+            &lsp,
+            "addresses=\"not-a-mac 172.24.4.20\"",
+        ],
+    );
+    wait_tor(&lab, "hostile row withdrawn, others kept", |p| {
+        !has(p, &vm4) && has(p, &gw4) && has(p, &fip) && has(p, &tenant)
+    });
+    wait_for(
+        "the skipped row in the agent log",
+        CONVERGENCE_TIMEOUT,
+        || {
+            let log = agent.log();
+            let line = log
+                .lines()
+                .find(|l| l.contains("row skipped") && l.contains(&lsp) && l.contains("not-a-mac"));
+            line.map(|_| ()).ok_or_else(|| agent.log_tail())
+        },
+    );
+    nbctl(
+        &lab,
+        &[
+            "set",
+            "Logical_Switch_Port",
+            &lsp,
+            "addresses=\"fa:16:3e:00:00:20 172.24.4.20 2001:db8::20\"",
+        ],
+    );
+    wait_tor(&lab, "repaired row exposed again", |p| {
+        all.iter().all(|x| has(p, x))
+    });
+
+    // Restart the agent: the ToR must see no UPDATE at all (nothing withdrawn and re-added).
+    std::thread::sleep(Duration::from_secs(2)); // let BGP settle after the last change
+    let before = updates_received_from_chassis(&lab);
+    let stop_took = agent.stop();
+    assert!(
+        stop_took < Duration::from_secs(2),
+        "SIGTERM took {stop_took:?}"
+    );
+    let starts_before = agent.log().matches("reason=\"start\"").count();
+    agent.restart();
+    wait_for(
+        "the restarted agent's first reconcile",
+        CONVERGENCE_TIMEOUT,
+        || {
+            let starts = agent.log().matches("reason=\"start\"").count();
+            if starts > starts_before {
+                Ok(())
+            } else {
+                Err(agent.log_tail())
+            }
+        },
+    );
+    std::thread::sleep(Duration::from_secs(4)); // two repair ticks and FRR's advertisement timer
+    agent.assert_running();
+    assert_eq!(
+        updates_received_from_chassis(&lab),
+        before,
+        "the ToR received UPDATEs across an agent restart:\n{}",
+        agent.log_tail()
+    );
+    let p = tor_prefixes(&lab);
+    assert!(all.iter().all(|x| has(&p, x)), "{p:?}");
+}
