@@ -104,16 +104,24 @@ impl Capabilities {
     }
 
     /// Everything the agent itself uses: the kernel, OVS flows (`[ovs]`) and FRR (`[frr]`).
+    /// The host runs the OVS flow check beside it ([`ovs::reconciler::OvsFlows::spawn_flow_check`]),
+    /// so an unchanged flow set is not re-checked on every reconcile.
     pub fn for_agent(config: &crate::config::AgentConfig) -> Self {
+        let netlink = Arc::new(netlink::NetlinkReconciler::from_config(&config.linux));
         let ovs_flows = Arc::new(ovs::reconciler::OvsFlows::from_config(config));
         let frr = Arc::new(frr::configurator::VtyshConfigurator::from_config(config));
-        let mut caps = Self::new(config).with_flows_and_frr(
+        let composite = reconcile::CompositeReconciler::new(
+            netlink.clone(),
             Some(ovs_flows.clone() as Arc<dyn FlowReconciler>),
             Some(frr.clone() as Arc<dyn FrrConfigurator>),
-        );
-        caps.ovs_flows = Some(ovs_flows);
-        caps.frr = Some(frr);
-        caps
+        )
+        .with_flow_check_running();
+        Self {
+            reconciler: Arc::new(composite),
+            netlink,
+            ovs_flows: Some(ovs_flows),
+            frr: Some(frr),
+        }
     }
 
     /// The same kernel capability, with flow and FRR reconcilers.
