@@ -90,7 +90,7 @@ fn updates_received_from_chassis(lab: &Lab) -> u64 {
 }
 
 #[test]
-fn exposes_the_topology_follows_bindings_and_survives_its_own_restart() {
+fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_ips() {
     require_root();
     let lab = Lab::start();
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
@@ -235,6 +235,29 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart() {
         all.iter().all(|x| has(p, x))
     });
 
+    // 100 more centralized FIPs on the router (NAT rules; northd lists them in the gateway
+    // patch port's nat_addresses), so the restart below covers 100+ exposed IPs.
+    let router = format!("neutron-{}", lab.env("ROUTER_ID"));
+    let mut args: Vec<String> = Vec::new();
+    for i in 1..=100 {
+        if i > 1 {
+            args.push("--".into());
+        }
+        args.extend([
+            "lr-nat-add".into(),
+            router.clone(),
+            "dnat_and_snat".into(),
+            format!("172.24.5.{i}"),
+            format!("10.0.0.{}", 100 + i),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    nbctl(&lab, &args);
+    let many = wait_tor(&lab, "100 more FIPs at the ToR", |p| {
+        (1..=100).all(|i| has(p, &format!("172.24.5.{i}/32")))
+    });
+    assert!(many.len() >= 106, "{} prefixes", many.len());
+
     // Restart the agent: the ToR must see no UPDATE at all (nothing withdrawn and re-added).
     std::thread::sleep(Duration::from_secs(2)); // let BGP settle after the last change
     let before = updates_received_from_chassis(&lab);
@@ -267,4 +290,9 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart() {
     );
     let p = tor_prefixes(&lab);
     assert!(all.iter().all(|x| has(&p, x)), "{p:?}");
+    assert_eq!(
+        p.len(),
+        many.len(),
+        "the same prefixes before and after the restart"
+    );
 }
