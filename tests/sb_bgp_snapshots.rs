@@ -248,3 +248,44 @@ fn recorded_lab_topology() {
     );
     assert_eq!(ips_of(&set, ExposureKind::TenantPort), ips(&["10.0.0.10"]));
 }
+
+/// C3: `expose_ipv6_gua_tenant_networks` alone exposes only global-unicast IPv6 tenant subnets and
+/// their VMs: not the IPv4 subnet, not the ULA one.
+#[test]
+fn ipv6_gua_only_tenant_exposure() {
+    let set = run_case("gua_only");
+    let subnets: Vec<_> = set
+        .subnets
+        .iter()
+        .map(|s| (s.router_ip.to_string(), s.via.to_string()))
+        .collect();
+    assert_eq!(
+        subnets,
+        [("2001:db8:1::1/64".to_owned(), "2001:db8::5".to_owned())]
+    );
+    assert_eq!(
+        ips_of(&set, ExposureKind::TenantPort),
+        ips(&["2001:db8:1::10"])
+    );
+}
+
+/// C4: with `address_scopes`, a subnet is exposed only when its router-side peer port carries an
+/// allowed scope, and a VM only when its own port does.
+#[test]
+fn address_scopes_filter_subnets_and_vms() {
+    let set = run_case("address_scopes");
+    let subnets: BTreeSet<String> = set
+        .subnets
+        .iter()
+        .map(|s| s.router_ip.to_string())
+        .collect();
+    // The GUA subnet's scope (scope-other) is not allowed; the v4 and ULA ones are.
+    assert_eq!(
+        subnets,
+        BTreeSet::from(["10.0.0.1/24".to_owned(), "fd00:1::1/64".to_owned()])
+    );
+    assert_eq!(
+        ips_of(&set, ExposureKind::TenantPort),
+        ips(&["10.0.0.10", "fd00:1::10"])
+    );
+}
