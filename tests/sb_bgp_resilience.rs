@@ -741,3 +741,111 @@ fn kernel_state_deleted_by_hand_is_repaired() {
         secs(FRR_RECONCILE_INTERVAL) + SLACK,
     );
 }
+
+/// The command line of a running process, NUL-separated arguments joined by spaces.
+fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&raw)
+        .split('\0')
+        .filter(|a| !a.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `restart.sh` itself, without an agent: every component comes back as a new process with the
+/// command line up.sh gave it, SIGTERM or SIGKILL, and FRR comes back with the operator
+/// configuration only.
+#[test]
+fn restart_sh_brings_every_daemon_back_with_its_command_line() {
+    require_root();
+    let _serial = serial();
+    let lab = Lab::start();
+
+    // Something an agent would add at run time; a restarted FRR must not have it.
+    let extra = lab.dir().join("extra-frr.conf");
+    std::fs::write(
+        &extra,
+        "router bgp 64999 vrf bgp-vrf\n bgp router-id 100.64.0.1\nexit\n",
+    )
+    .expect("write extra FRR config");
+    lab.vtysh_chassis_apply(&extra);
+    assert!(
+        lab.vtysh_chassis("show running-config")
+            .contains("router bgp 64999 vrf bgp-vrf"),
+        "vtysh -f applied the extra configuration"
+    );
+
+    let components: [(&str, &[&str], bool); 7] = [
+        ("sb", &["ovn/ovsdb-server-sb.pid"], true),
+        ("nb", &["ovn/ovsdb-server-nb.pid"], false),
+        ("northd", &["ovn/ovn-northd.pid"], true),
+        ("ovs-vswitchd", &["ovs/ovs-vswitchd.pid"], false),
+        ("ovn-controller", &["ovn/ovn-controller.pid"], true),
+        (
+            "frr-tor",
+            &["frr/tor/run/zebra.pid", "frr/tor/run/bgpd.pid"],
+            false,
+        ),
+        (
+            "frr-chassis",
+            &["frr/chassis/run/zebra.pid", "frr/chassis/run/bgpd.pid"],
+            true,
+        ),
+    ];
+    for (component, pidfiles, kill) in components {
+        let pids = |lab: &Lab| -> Vec<(u32, String)> {
+            let all = lab.daemon_pids();
+            pidfiles
+                .iter()
+                .map(|f| {
+                    let pid = all
+                        .iter()
+                        .find(|(p, _)| p == f)
+                        .unwrap_or_else(|| panic!("no pid file {f}: {all:?}"))
+                        .1;
+                    (pid, cmdline(pid))
+                })
+                .collect()
+        };
+        let before = pids(&lab);
+        let started = Instant::now();
+        let args: Vec<&str> = if kill {
+            vec!["--kill", component]
+        } else {
+            vec![component]
+        };
+        lab.restart(&args);
+        let after = pids(&lab);
+        eprintln!(
+            "restart.sh {}: {:.2} s",
+            args.join(" "),
+            started.elapsed().as_secs_f64()
+        );
+        for ((old_pid, old_cmd), (new_pid, new_cmd)) in before.iter().zip(&after) {
+            assert_ne!(old_pid, new_pid, "{component} was not restarted");
+            assert!(
+                lab_fixture::process_alive(*new_pid, &format!("{}/", lab.dir().display())),
+                "{component}: new pid {new_pid} does not run"
+            );
+            assert_eq!(
+                old_cmd, new_cmd,
+                "{component} restarted with another command line"
+            );
+        }
+    }
+
+    let config = lab.vtysh_chassis("show running-config");
+    assert!(
+        !config.contains("vrf bgp-vrf") && config.contains("router bgp 64999"),
+        "the restarted chassis FRR must have the operator configuration only:\n{config}"
+    );
+    // The lab still works: the BGP session is back and SB has the bindings.
+    lab_fixture::wait_for("the eBGP session after the restarts", secs(15), || {
+        let n = lab.tor_json("show bgp neighbors json");
+        if n[lab.env("CHASSIS_IP4")]["bgpState"] == "Established" {
+            Ok(())
+        } else {
+            Err(format!("{:#}", n[lab.env("CHASSIS_IP4")]["bgpState"]))
+        }
+    });
+}
