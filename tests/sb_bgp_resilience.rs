@@ -521,6 +521,24 @@ fn frr_killed_and_restarted_gets_the_agents_config_back_and_the_tor_relearns() {
         secs(FRR_RECONCILE_INTERVAL) + BGP_CONVERGENCE,
         secs(FRR_RECONCILE_INTERVAL) + SLACK,
     );
+
+    // An outage: FRR stays down for two repair ticks (the agent's applies fail meanwhile and
+    // must be retried), then comes back.
+    r.lab.restart(&["--kill", "--down", "frr-chassis"]);
+    std::thread::sleep(secs(2 * FRR_RECONCILE_INTERVAL));
+    let back_at = Instant::now();
+    r.lab.restart(&["--up", "frr-chassis"]);
+    r.wait(
+        "FRR back after an outage: the agent's config re-applied",
+        bound,
+        |r| frr_has_agent_config(&r.lab),
+    );
+    r.wait_all_back(
+        "FRR back after an outage",
+        back_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_CONVERGENCE,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
 }
 
 #[test]
@@ -549,6 +567,31 @@ fn ovs_vswitchd_killed_and_restarted_gets_the_cookie_flows_back() {
     r.wait_all_back(
         "ovs-vswitchd restarted",
         killed_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+
+    // An outage: ovs-vswitchd stays down for two flow checks, then comes back.
+    r.lab.restart(&["--kill", "--down", "ovs-vswitchd"]);
+    std::thread::sleep(secs(2 * FLOW_CHECK_INTERVAL));
+    let back_at = Instant::now();
+    r.lab.restart(&["--up", "ovs-vswitchd"]);
+    r.wait(
+        "ovs-vswitchd back after an outage: 2 new cookie flows",
+        bound,
+        |r| {
+            let flows = cookie_flows(&r.lab);
+            let since = back_at.elapsed().as_secs_f64();
+            if flows.len() == 2 && flows.iter().all(|(d, _)| *d <= since) {
+                Ok(())
+            } else {
+                Err(format!("{flows:?} ({since:.1} s since it came back)"))
+            }
+        },
+    );
+    r.wait_all_back(
+        "ovs-vswitchd back after an outage",
+        back_at,
         secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
         secs(FRR_RECONCILE_INTERVAL) + SLACK,
     );
