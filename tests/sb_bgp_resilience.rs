@@ -121,6 +121,8 @@ fn tor_has_expected(lab: &Lab, exp: &Expected) -> Result<(), String> {
 /// The agent's kernel state in the chassis netns, as `ip` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct KernelState {
+    /// bgp-nic's master device and whether it is up (`master bgp-vrf up`); empty if missing.
+    bgp_nic_link: String,
     /// Global addresses on bgp-nic (`10.0.0.10/32`, …).
     bgp_nic: BTreeSet<String>,
     /// `ip rule` / `ip -6 rule` lines that look up the provider bridge's table, without priority.
@@ -145,9 +147,35 @@ fn br_ex_table(lab: &Lab) -> String {
         .unwrap_or_else(|| panic!("no br-ex table in {path}:\n{text}"))
 }
 
+/// `ip -n <chassis> ARGS…` output; empty if it fails (a device deleted by hand, say).
+fn ip_chassis_lenient(lab: &Lab, args: &[&str]) -> String {
+    Command::new("ip")
+        .arg("-n")
+        .arg(lab.ns_chassis())
+        .args(args)
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default()
+}
+
 fn kernel_state(lab: &Lab, table: &str) -> KernelState {
-    let bgp_nic = lab
-        .ip_chassis(&["-o", "addr", "show", "dev", "bgp-nic"])
+    let link = ip_chassis_lenient(lab, &["-o", "link", "show", "dev", "bgp-nic"]);
+    let bgp_nic_link = if link.is_empty() {
+        String::new()
+    } else {
+        let words: Vec<&str> = link.split_whitespace().collect();
+        let master = words
+            .iter()
+            .position(|w| *w == "master")
+            .and_then(|i| words.get(i + 1))
+            .unwrap_or(&"none");
+        let flags = words.get(2).copied().unwrap_or_default();
+        let up = flags.trim_matches(['<', '>']).split(',').any(|f| f == "UP");
+        format!("master {master} {}", if up { "up" } else { "down" })
+    };
+    let bgp_nic = ip_chassis_lenient(lab, &["-o", "addr", "show", "dev", "bgp-nic"])
         .lines()
         .filter_map(|l| l.split_whitespace().nth(3).map(str::to_owned))
         .filter(|a| !a.starts_with("fe80:"))
@@ -172,6 +200,7 @@ fn kernel_state(lab: &Lab, table: &str) -> KernelState {
         }
     }
     KernelState {
+        bgp_nic_link,
         bgp_nic,
         rules,
         routes,
@@ -180,6 +209,9 @@ fn kernel_state(lab: &Lab, table: &str) -> KernelState {
 
 /// Ok if the kernel state has everything the topology needs (the baseline's check).
 fn kernel_complete(state: &KernelState, exp: &Expected, table: &str) -> Result<(), String> {
+    if state.bgp_nic_link != "master bgp-vrf up" {
+        return Err(format!("bgp-nic is not up in bgp-vrf: {state:#?}"));
+    }
     for prefix in exp.routes4.iter().chain(&exp.routes6) {
         if !state.bgp_nic.contains(prefix) {
             return Err(format!("bgp-nic lacks {prefix}: {state:#?}"));
@@ -205,7 +237,30 @@ fn kernel_back(lab: &Lab, table: &str, baseline: &KernelState) -> Result<(), Str
     if &now == baseline {
         Ok(())
     } else {
-        Err(format!("now {now:#?}\nbaseline {baseline:#?}"))
+        Err(now.diff(baseline))
+    }
+}
+
+impl KernelState {
+    /// What differs from `baseline`: `-` missing now, `+` not in the baseline.
+    fn diff(&self, baseline: &KernelState) -> String {
+        let mut out = Vec::new();
+        if self.bgp_nic_link != baseline.bgp_nic_link {
+            out.push(format!(
+                "bgp-nic link `{}` (baseline `{}`)",
+                self.bgp_nic_link, baseline.bgp_nic_link
+            ));
+        }
+        let sets = [
+            ("bgp-nic address", &self.bgp_nic, &baseline.bgp_nic),
+            ("rule", &self.rules, &baseline.rules),
+            ("route", &self.routes, &baseline.routes),
+        ];
+        for (what, now, base) in sets {
+            out.extend(base.difference(now).map(|x| format!("-{what} `{x}`")));
+            out.extend(now.difference(base).map(|x| format!("+{what} `{x}`")));
+        }
+        out.join(", ")
     }
 }
 
@@ -271,6 +326,7 @@ impl Running {
             exp,
             table: String::new(),
             kernel: KernelState {
+                bgp_nic_link: String::new(),
                 bgp_nic: BTreeSet::new(),
                 rules: BTreeSet::new(),
                 routes: BTreeSet::new(),
@@ -783,6 +839,19 @@ fn kernel_state_deleted_by_hand_is_repaired() {
         secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
         secs(FRR_RECONCILE_INTERVAL) + SLACK,
     );
+
+    // The agent's devices themselves: bgp-nic (and with it every exposed address), then the
+    // VRF device it is enslaved to.
+    for device in ["bgp-nic", "bgp-vrf"] {
+        let deleted_at = Instant::now();
+        r.lab.ip_chassis(&["link", "del", device]);
+        r.wait_all_back(
+            &format!("{device} deleted by hand"),
+            deleted_at,
+            secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
+            secs(FRR_RECONCILE_INTERVAL) + SLACK,
+        );
+    }
 }
 
 /// The command line of a running process, NUL-separated arguments joined by spaces.
