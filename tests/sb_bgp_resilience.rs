@@ -732,6 +732,22 @@ fn sb_server_killed_and_restarted_the_agent_follows_changes_made_after() {
         BGP_PROPAGATION + SLACK,
         secs(FRR_RECONCILE_INTERVAL) + SLACK,
     );
+
+    // An outage longer than the longest reconnect backoff: the agent keeps retrying and
+    // follows SB again once it is back.
+    r.lab.restart(&["--kill", "--down", "sb"]);
+    std::thread::sleep(OVSDB_RECONNECT_MAX + SLACK);
+    r.agent.assert_running();
+    r.lab.restart(&["--up", "sb"]);
+    r.unbind_provider_vm_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
+    let rebound_at = Instant::now();
+    r.rebind_provider_vm();
+    r.wait_all_back(
+        "SB back after an outage, provider VM bound again",
+        rebound_at,
+        BGP_PROPAGATION + SLACK,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
 }
 
 /// A base port with 6 free ports (3 members × client + RAFT) in [`CLUSTER_PORTS`].
