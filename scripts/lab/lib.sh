@@ -12,6 +12,9 @@
 #   LAB_NB_TCP_PORT   NB ovsdb-server TCP port on 127.0.0.1 (default 16641)
 #   LAB_SB_TCP_PORT   SB ovsdb-server TCP port on 127.0.0.1 (default 16642)
 #   LAB_TIMEOUT       seconds each wait may take            (default 30)
+#   LAB_SB_CLUSTER    0: one SB ovsdb-server; 3: SB as a 3-member RAFT cluster (default 0)
+#   LAB_SB_CLUSTER_PORT_BASE  first of the 6 TCP ports (127.0.0.1) of the cluster (default 16720):
+#                     member N listens for clients on BASE+2(N-1) and for RAFT on BASE+2(N-1)+1
 
 LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
 # One spelling per lab: down.sh recognises the lab's processes by "$LAB_DIR/" in their command line.
@@ -21,6 +24,8 @@ LAB_NS_PREFIX=${LAB_NS_PREFIX:-lab-}
 LAB_NB_TCP_PORT=${LAB_NB_TCP_PORT:-16641}
 LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16642}
 LAB_TIMEOUT=${LAB_TIMEOUT:-30}
+LAB_SB_CLUSTER=${LAB_SB_CLUSTER:-0}
+LAB_SB_CLUSTER_PORT_BASE=${LAB_SB_CLUSTER_PORT_BASE:-16720}
 
 # A file only up.sh creates: down.sh removes $LAB_DIR only if it carries this marker.
 LAB_MARKER=.ovn-bgp-lab
@@ -179,7 +184,7 @@ proc_running() {
 }
 
 nbctl() { ovn-nbctl --db="unix:$NB_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
-sbctl() { ovn-sbctl --db="unix:$SB_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
+sbctl() { ovn-sbctl --db="$(sb_unix_remotes)" --timeout="$LAB_TIMEOUT" "$@"; }
 vsctl() { ovs-vsctl --db="unix:$OVS_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
 vtysh_chassis() { "$VTYSH" --vty_socket "$VTY_CHASSIS" --config_dir "$FRR_CHASSIS_DIR" "$@"; }
 vtysh_tor() { "$VTYSH" --vty_socket "$VTY_TOR" --config_dir "$FRR_TOR_DIR" "$@"; }
@@ -191,3 +196,181 @@ ovs_env() {
 }
 
 netns_exists() { ip netns list | awk '{print $1}' | grep -qxF -- "$1"; }
+
+# ---------------------------------------------------------------------------------------------
+# Settings a running lab recorded in lab.env (restart.sh and status.sh must use the ports, the
+# namespaces and the SB mode the lab was started with, whatever the caller's environment says).
+load_lab_settings() {
+    [[ -f $LAB_ENV ]] || die "no lab in $LAB_DIR (no $LAB_ENV; run scripts/lab/up.sh)"
+    local key value
+    while IFS='=' read -r key value; do
+        case $key in
+        LAB_NB_TCP_PORT | LAB_SB_TCP_PORT | LAB_SB_CLUSTER | LAB_SB_CLUSTER_PORT_BASE)
+            [[ $value =~ ^[0-9]+$ ]] || die "bad $key=$value in $LAB_ENV"
+            printf -v "$key" '%s' "$value"
+            ;;
+        NS_CHASSIS | NS_TOR)
+            [[ $value =~ ^[a-zA-Z0-9_.-]+$ ]] || die "bad $key=$value in $LAB_ENV"
+            printf -v "$key" '%s' "$value"
+            ;;
+        esac
+    done <"$LAB_ENV"
+}
+
+sb_clustered() { ((LAB_SB_CLUSTER > 1)); }
+
+# The SB RAFT cluster: member N (1-based) has its own database file, unix socket, control socket,
+# client port and RAFT port.
+sb_member_db() { printf '%s/ovnsb_db-%s.db' "$OVN_DIR" "$1"; }
+sb_member_sock() { printf '%s/ovnsb_db-%s.sock' "$OVN_DIR" "$1"; }
+sb_member_name() { printf 'ovsdb-server-sb-%s' "$1"; }
+sb_member_ctl() { printf '%s/%s.ctl' "$OVN_DIR" "$(sb_member_name "$1")"; }
+sb_member_pidfile() { printf '%s/%s.pid' "$OVN_DIR" "$(sb_member_name "$1")"; }
+sb_member_client_port() { echo $((LAB_SB_CLUSTER_PORT_BASE + 2 * ($1 - 1))); }
+sb_member_raft_port() { echo $((LAB_SB_CLUSTER_PORT_BASE + 2 * ($1 - 1) + 1)); }
+
+# sb_unix_remotes / sb_tcp_remotes: how clients reach SB (every member, comma-separated, when
+# clustered: OVN tools and daemons then follow the leader or any live member).
+sb_unix_remotes() {
+    if sb_clustered; then
+        local n out=""
+        for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do out+="${out:+,}unix:$(sb_member_sock "$n")"; done
+        printf '%s' "$out"
+    else
+        printf 'unix:%s' "$SB_SOCK"
+    fi
+}
+sb_tcp_remotes() {
+    if sb_clustered; then
+        local n out=""
+        for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do out+="${out:+,}tcp:127.0.0.1:$(sb_member_client_port "$n")"; done
+        printf '%s' "$out"
+    else
+        printf 'tcp:127.0.0.1:%s' "$LAB_SB_TCP_PORT"
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Starting the daemons. up.sh and restart.sh both use these, so a restarted daemon runs with
+# exactly the command line it had.
+
+# start_daemon NAME LOGFILE COMMAND...: run a self-daemonizing COMMAND; its output before it
+# detaches goes to <LOGFILE without .log>.startup.log; on failure show both logs and stop.
+start_daemon() {
+    local name=$1 logfile=$2
+    shift 2
+    "$@" >"${logfile%.log}.startup.log" 2>&1 ||
+        die_with_log "$name did not start ($*)" "${logfile%.log}.startup.log" "$logfile"
+}
+
+# start_ovn_db NAME DB SOCK PORT: a standalone OVN database server (NB, or SB when not clustered).
+start_ovn_db() {
+    local name=$1 db=$2 sock=$3 port=$4
+    start_daemon "$name" "$OVN_DIR/$name.log" ovsdb-server "$db" --detach --no-chdir \
+        --pidfile="$OVN_DIR/$name.pid" --log-file="$OVN_DIR/$name.log" \
+        --unixctl="$OVN_DIR/$name.ctl" \
+        --remote="punix:$sock" --remote="ptcp:$port:127.0.0.1"
+}
+start_nb_db() { start_ovn_db ovsdb-server-nb "$NB_DB" "$NB_SOCK" "$LAB_NB_TCP_PORT"; }
+
+# start_sb_member N: member N of the SB RAFT cluster (its database file says which cluster).
+start_sb_member() {
+    local n=$1 name
+    name=$(sb_member_name "$n")
+    start_daemon "$name" "$OVN_DIR/$name.log" ovsdb-server "$(sb_member_db "$n")" --detach --no-chdir \
+        --pidfile="$(sb_member_pidfile "$n")" --log-file="$OVN_DIR/$name.log" \
+        --unixctl="$(sb_member_ctl "$n")" \
+        --remote="punix:$(sb_member_sock "$n")" --remote="ptcp:$(sb_member_client_port "$n"):127.0.0.1"
+}
+
+# start_sb_db: the SB server, or every member of the SB cluster.
+start_sb_db() {
+    if sb_clustered; then
+        local n
+        for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do start_sb_member "$n"; done
+    else
+        start_ovn_db ovsdb-server-sb "$SB_DB" "$SB_SOCK" "$LAB_SB_TCP_PORT"
+    fi
+}
+
+# sb_member_role N: "leader", "follower", "candidate" (empty if member N does not answer).
+sb_member_role() {
+    ovs-appctl -t "$(sb_member_ctl "$1")" cluster/status OVN_Southbound 2>/dev/null |
+        sed -n 's/^Role: //p'
+}
+
+# sb_cluster_has_leader: some running member is the leader and the cluster is writable.
+sb_cluster_has_leader() {
+    local n
+    for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do
+        [[ $(sb_member_role "$n") == leader ]] && return 0
+    done
+    return 1
+}
+
+start_northd() {
+    start_daemon ovn-northd "$OVN_DIR/ovn-northd.log" \
+        ovn-northd --detach --no-chdir --pidfile="$OVN_DIR/ovn-northd.pid" --log-file="$OVN_DIR/ovn-northd.log" \
+        --unixctl="$OVN_DIR/ovn-northd.ctl" --ovnnb-db="unix:$NB_SOCK" --ovnsb-db="$(sb_unix_remotes)"
+}
+
+start_ovs_vswitchd() {
+    start_daemon ovs-vswitchd "$OVS_DIR/ovs-vswitchd.log" \
+        ip netns exec "$NS_CHASSIS" ovs-vswitchd "unix:$OVS_SOCK" --detach --no-chdir \
+        --pidfile="$OVS_DIR/ovs-vswitchd.pid" --log-file="$OVS_DIR/ovs-vswitchd.log" \
+        --unixctl="$OVS_DIR/ovs-vswitchd.ctl"
+}
+
+# bring_up_br_ex: the provider bridge's link is up, as the host's network configuration keeps it.
+# (With the userspace datapath, br-ex is a tap device that ovs-vswitchd re-creates, down, when it
+# restarts; a kernel datapath keeps its port. Waits for the device first.)
+bring_up_br_ex() {
+    wait_until "br-ex device in $NS_CHASSIS" "$OVS_DIR/ovs-vswitchd.log" ip -n "$NS_CHASSIS" link show dev br-ex
+    ip -n "$NS_CHASSIS" link set br-ex up
+}
+
+start_ovn_controller() {
+    start_daemon ovn-controller "$OVN_DIR/ovn-controller.log" \
+        ip netns exec "$NS_CHASSIS" ovn-controller "unix:$OVS_SOCK" --detach --no-chdir \
+        --pidfile="$OVN_DIR/ovn-controller.pid" --log-file="$OVN_DIR/ovn-controller.log"
+}
+
+# frr_start NAME NETNS DIR: zebra + bgpd of one FRR instance, run as user frr inside NETNS, with
+# their configuration, sockets, pid files and logs in DIR. They read DIR/zebra.conf and
+# DIR/bgpd.conf at start: a restarted FRR has the operator configuration only.
+frr_start() {
+    local name=$1 ns=$2 dir=$3 run=$3/run daemon
+    chown -R frr:frr "$dir"
+    runuser -u frr -- test -w "$run" ||
+        die "user frr cannot write $run: every parent of LAB_DIR must be searchable by others"
+    for daemon in zebra bgpd; do
+        local -a extra=()
+        [[ $daemon = zebra ]] && extra=(-s 8388608)
+        # -P 0: no TCP vty; -z: private zserv socket; --vty_socket: private vty socket dir.
+        start_daemon "$name $daemon" "$dir/$daemon.log" \
+            ip netns exec "$ns" "$FRR_BIN/$daemon" -d -u frr -g frr -P 0 "${extra[@]}" \
+            --vty_socket "$run" -z "$run/zserv.api" -i "$run/$daemon.pid" \
+            -f "$dir/$daemon.conf" --log "file:$dir/$daemon.log"
+        wait_until "$name $daemon vty" "$dir/$daemon.log" \
+            "$VTYSH" --vty_socket "$run" --config_dir "$dir" -d "$daemon" -c "show version"
+    done
+}
+
+# stop_pidfile PIDFILE [GRACE]: end the lab daemon in PIDFILE: SIGTERM, SIGKILL after GRACE
+# seconds (default 5; 0 = SIGKILL at once, a crash). Returns once it is gone. Nothing to do if
+# it does not run; a pid that is not a lab process (recycled) is never signalled.
+stop_pidfile() {
+    local pidfile=$1 grace=${2:-5} pid deadline
+    pid_alive "$pidfile" || return 0
+    pid=$(<"$pidfile")
+    if ((grace > 0)); then
+        kill -TERM "$pid" 2>/dev/null || true
+        deadline=$((SECONDS + grace))
+        while proc_running "$pid" && ((SECONDS < deadline)); do sleep 0.05; done
+        proc_running "$pid" && log "pid $pid ($(basename "$pidfile" .pid)) ignored SIGTERM for ${grace}s, sending SIGKILL"
+    fi
+    proc_running "$pid" && kill -KILL "$pid" 2>/dev/null
+    local _
+    for _ in $(seq 100); do proc_running "$pid" || return 0; sleep 0.05; done
+    die "pid $pid ($pidfile) survived SIGKILL"
+}

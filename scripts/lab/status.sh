@@ -7,6 +7,7 @@ LAB_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$LAB_SCRIPTS/lib.sh"
 
 [[ -f $LAB_ENV ]] || die "no lab in $LAB_DIR (run scripts/lab/up.sh)"
+load_lab_settings
 
 section() { printf '\n=== %s ===\n' "$*"; }
 
@@ -25,5 +26,11 @@ for f in "$LAB_DIR"/ovn/*.pid "$LAB_DIR"/ovs/*.pid "$LAB_DIR"/frr/*/run/*.pid; d
     if pid_alive "$f"; then state="running (pid $(<"$f"))"; else state="NOT running"; fi
     printf '  %-40s %s\n' "${f#"$LAB_DIR"/}" "$state"
 done
+if sb_clustered; then
+    section "SB RAFT cluster"
+    for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do
+        printf '  member %s  %s\n' "$n" "$(sb_member_role "$n" || true)"
+    done
+fi
 section "SB chassis and port bindings"
 sbctl show || true

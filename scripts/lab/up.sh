@@ -25,14 +25,12 @@ step() {
 [[ $LAB_DIR = /* ]] || die "LAB_DIR must be an absolute path: $LAB_DIR"
 [[ $LAB_NS_PREFIX =~ ^[a-zA-Z0-9_.-]{1,16}$ ]] || die "LAB_NS_PREFIX must be 1-16 of [a-zA-Z0-9_.-]: $LAB_NS_PREFIX"
 
-# start_daemon NAME LOGFILE COMMAND...: run a self-daemonizing COMMAND; its output before it
-# detaches goes to <LOGFILE without .log>.startup.log; on failure show both logs and stop.
-start_daemon() {
-    local name=$1 logfile=$2
-    shift 2
-    "$@" >"${logfile%.log}.startup.log" 2>&1 ||
-        die_with_log "$name did not start ($*)" "${logfile%.log}.startup.log" "$logfile"
-}
+if ! [[ $LAB_SB_CLUSTER =~ ^[013]$ ]]; then
+    die "LAB_SB_CLUSTER must be 0 (one SB server) or 3 (a 3-member RAFT cluster): $LAB_SB_CLUSTER"
+fi
+if ! [[ $LAB_SB_CLUSTER_PORT_BASE =~ ^[0-9]{1,5}$ ]] || ((LAB_SB_CLUSTER_PORT_BASE < 1 || LAB_SB_CLUSTER_PORT_BASE > 65529)); then
+    die "LAB_SB_CLUSTER_PORT_BASE must be a TCP port below 65530: $LAB_SB_CLUSTER_PORT_BASE"
+fi
 
 # ---------------------------------------------------------------------------------------------
 step "checking packages"
@@ -67,9 +65,17 @@ done
 
 # ovsdb-server keeps running when it cannot listen (it only logs and retries), so a taken port
 # would go unnoticed: refuse it up front.
-for port in "$LAB_NB_TCP_PORT" "$LAB_SB_TCP_PORT"; do
+lab_ports=("$LAB_NB_TCP_PORT" "$LAB_SB_TCP_PORT")
+if sb_clustered; then
+    # The standalone SB port stays unused; the members listen on their own ports.
+    lab_ports=("$LAB_NB_TCP_PORT")
+    for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do
+        lab_ports+=("$(sb_member_client_port "$n")" "$(sb_member_raft_port "$n")")
+    done
+fi
+for port in "${lab_ports[@]}"; do
     [[ -z $(ss -Htln "sport = :$port") ]] ||
-        die "TCP port $port is already in use; choose free ports with LAB_NB_TCP_PORT/LAB_SB_TCP_PORT"
+        die "TCP port $port is already in use; choose free ports with LAB_NB_TCP_PORT/LAB_SB_TCP_PORT/LAB_SB_CLUSTER_PORT_BASE"
 done
 
 step "creating $LAB_DIR"
@@ -79,6 +85,10 @@ mkdir -p "$OVN_DIR" "$OVS_DIR" "$VTY_CHASSIS" "$VTY_TOR"
 cat >"$LAB_ENV" <<EOF
 LAB_DIR=$LAB_DIR
 LAB_NS_PREFIX=$LAB_NS_PREFIX
+LAB_NB_TCP_PORT=$LAB_NB_TCP_PORT
+LAB_SB_TCP_PORT=$LAB_SB_TCP_PORT
+LAB_SB_CLUSTER=$LAB_SB_CLUSTER
+LAB_SB_CLUSTER_PORT_BASE=$LAB_SB_CLUSTER_PORT_BASE
 EOF
 
 # ---------------------------------------------------------------------------------------------
@@ -110,22 +120,36 @@ ovs_env
 # ---------------------------------------------------------------------------------------------
 step "starting OVN NB and SB ovsdb-servers"
 ovsdb-tool create "$NB_DB" /usr/share/ovn/ovn-nb.ovsschema
-ovsdb-tool create "$SB_DB" /usr/share/ovn/ovn-sb.ovsschema
-start_ovn_db() { # name db sock port
-    local name=$1 db=$2 sock=$3 port=$4
-    start_daemon "$name" "$OVN_DIR/$name.log" ovsdb-server "$db" --detach --no-chdir \
-        --pidfile="$OVN_DIR/$name.pid" --log-file="$OVN_DIR/$name.log" \
-        --unixctl="$OVN_DIR/$name.ctl" \
-        --remote="punix:$sock" --remote="ptcp:$port:127.0.0.1"
-}
-start_ovn_db ovsdb-server-nb "$NB_DB" "$NB_SOCK" "$LAB_NB_TCP_PORT"
-start_ovn_db ovsdb-server-sb "$SB_DB" "$SB_SOCK" "$LAB_SB_TCP_PORT"
+if sb_clustered; then
+    # Member 1 creates the cluster, the others join it through member 1's RAFT address.
+    log "SB is a $LAB_SB_CLUSTER-member RAFT cluster (ports $LAB_SB_CLUSTER_PORT_BASE..$((LAB_SB_CLUSTER_PORT_BASE + 2 * LAB_SB_CLUSTER - 1)))"
+    ovsdb-tool create-cluster "$(sb_member_db 1)" /usr/share/ovn/ovn-sb.ovsschema \
+        "tcp:127.0.0.1:$(sb_member_raft_port 1)"
+    for ((n = 2; n <= LAB_SB_CLUSTER; n++)); do
+        ovsdb-tool join-cluster "$(sb_member_db "$n")" OVN_Southbound \
+            "tcp:127.0.0.1:$(sb_member_raft_port "$n")" "tcp:127.0.0.1:$(sb_member_raft_port 1)"
+    done
+else
+    ovsdb-tool create "$SB_DB" /usr/share/ovn/ovn-sb.ovsschema
+fi
+start_nb_db
+start_sb_db
+if sb_clustered; then
+    sb_members_joined() {
+        local n
+        for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do
+            ovs-appctl -t "$(sb_member_ctl "$n")" cluster/status OVN_Southbound | grep -qx 'Status: cluster member' ||
+                return 1
+        done
+        sb_cluster_has_leader
+    }
+    sb_logs=$(for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do printf '%s/%s.log:' "$OVN_DIR" "$(sb_member_name "$n")"; done)
+    wait_until "all $LAB_SB_CLUSTER SB members joined and a leader elected" "${sb_logs%:}" sb_members_joined
+fi
 nbctl --no-wait init
 
 step "starting ovn-northd"
-start_daemon ovn-northd "$OVN_DIR/ovn-northd.log" \
-    ovn-northd --detach --no-chdir --pidfile="$OVN_DIR/ovn-northd.pid" --log-file="$OVN_DIR/ovn-northd.log" \
-    --unixctl="$OVN_DIR/ovn-northd.ctl" --ovnnb-db="unix:$NB_SOCK" --ovnsb-db="unix:$SB_SOCK"
+start_northd
 
 # ---------------------------------------------------------------------------------------------
 step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, userspace datapath)"
@@ -138,15 +162,12 @@ vsctl --no-wait init
 vsctl --no-wait set Open_vSwitch . \
     "external_ids:system-id=$CHASSIS_NAME" \
     "external_ids:hostname=$CHASSIS_HOSTNAME" \
-    "external_ids:ovn-remote=unix:$SB_SOCK" \
+    "external_ids:ovn-remote=$(sb_unix_remotes)" \
     external_ids:ovn-encap-type=geneve \
     "external_ids:ovn-encap-ip=$CHASSIS_IP4" \
     external_ids:ovn-bridge-mappings=public:br-ex \
     external_ids:ovn-bridge-datapath-type=netdev
-start_daemon ovs-vswitchd "$OVS_DIR/ovs-vswitchd.log" \
-    ip netns exec "$NS_CHASSIS" ovs-vswitchd "unix:$OVS_SOCK" --detach --no-chdir \
-    --pidfile="$OVS_DIR/ovs-vswitchd.pid" --log-file="$OVS_DIR/ovs-vswitchd.log" \
-    --unixctl="$OVS_DIR/ovs-vswitchd.ctl"
+start_ovs_vswitchd
 
 step "creating br-int and br-ex (datapath_type=netdev)"
 # Without --no-wait, ovs-vsctl returns once ovs-vswitchd has created the bridges.
@@ -154,13 +175,11 @@ vsctl -- --may-exist add-br br-int \
     -- set Bridge br-int datapath_type=netdev fail_mode=secure other_config:disable-in-band=true \
     -- --may-exist add-br br-ex -- set Bridge br-ex datapath_type=netdev ||
     die_with_log "ovs-vswitchd did not create the bridges" "$OVS_DIR/ovs-vswitchd.log"
-ip -n "$NS_CHASSIS" link set br-ex up
+bring_up_br_ex
 
 # ---------------------------------------------------------------------------------------------
 step "starting ovn-controller in $NS_CHASSIS"
-start_daemon ovn-controller "$OVN_DIR/ovn-controller.log" \
-    ip netns exec "$NS_CHASSIS" ovn-controller "unix:$OVS_SOCK" --detach --no-chdir \
-    --pidfile="$OVN_DIR/ovn-controller.pid" --log-file="$OVN_DIR/ovn-controller.log"
+start_ovn_controller
 chassis_registered() { [[ -n $(sbctl --bare --columns=_uuid find Chassis "name=$CHASSIS_NAME") ]]; }
 wait_until "SB Chassis $CHASSIS_NAME" "$OVN_DIR/ovn-controller.log:$OVN_DIR/ovsdb-server-sb.log" chassis_registered
 
@@ -273,26 +292,6 @@ EOF
     for dir in "$chassis" "$tor"; do
         # vtysh (run with --config_dir DIR) reads this; "write memory" would write DIR/frr.conf.
         echo "service integrated-vtysh-config" >"$dir/vtysh.conf"
-    done
-}
-
-# frr_start NAME NETNS DIR: zebra + bgpd of one FRR instance, run as user frr inside NETNS, with
-# their configuration, sockets, pid files and logs in DIR.
-frr_start() {
-    local name=$1 ns=$2 dir=$3 run=$3/run daemon
-    chown -R frr:frr "$dir"
-    runuser -u frr -- test -w "$run" ||
-        die "user frr cannot write $run: every parent of LAB_DIR must be searchable by others"
-    for daemon in zebra bgpd; do
-        local -a extra=()
-        [[ $daemon = zebra ]] && extra=(-s 8388608)
-        # -P 0: no TCP vty; -z: private zserv socket; --vty_socket: private vty socket dir.
-        start_daemon "$name $daemon" "$dir/$daemon.log" \
-            ip netns exec "$ns" "$FRR_BIN/$daemon" -d -u frr -g frr -P 0 "${extra[@]}" \
-            --vty_socket "$run" -z "$run/zserv.api" -i "$run/$daemon.pid" \
-            -f "$dir/$daemon.conf" --log "file:$dir/$daemon.log"
-        wait_until "$name $daemon vty" "$dir/$daemon.log" \
-            "$VTYSH" --vty_socket "$run" --config_dir "$dir" -d "$daemon" -c "show version"
     done
 }
 
@@ -442,7 +441,7 @@ bgp_vrf = bgp-vrf
 bgp_vrf_table_id = $BGP_VRF_TABLE_ID
 
 [ovn]
-ovn_sb_connection = unix:$SB_SOCK
+ovn_sb_connection = $(if sb_clustered; then sb_tcp_remotes; else printf 'unix:%s' "$SB_SOCK"; fi)
 ovn_nb_connection = unix:$NB_SOCK
 
 [frr]
@@ -462,9 +461,10 @@ EOF
 
 cat >>"$LAB_ENV" <<EOF
 NB_SOCK=$NB_SOCK
-SB_SOCK=$SB_SOCK
+SB_SOCK=$(if sb_clustered; then sb_member_sock 1; else printf '%s' "$SB_SOCK"; fi)
+SB_REMOTE=$(sb_unix_remotes)
 NB_TCP=tcp:127.0.0.1:$LAB_NB_TCP_PORT
-SB_TCP=tcp:127.0.0.1:$LAB_SB_TCP_PORT
+SB_TCP=$(sb_tcp_remotes)
 OVS_SOCK=$OVS_SOCK
 OVS_RUNDIR=$OVS_DIR
 OVN_RUNDIR=$OVN_DIR
@@ -503,7 +503,7 @@ cat <<EOF
 OVN BGP lab is up in $(elapsed) s  (LAB_DIR=$LAB_DIR)
 
   OVN NB        unix:$NB_SOCK   tcp:127.0.0.1:$LAB_NB_TCP_PORT
-  OVN SB        unix:$SB_SOCK   tcp:127.0.0.1:$LAB_SB_TCP_PORT
+  OVN SB        $(sb_unix_remotes)   $(sb_tcp_remotes)
   local OVS     unix:$OVS_SOCK  (OVS_RUNDIR=$OVS_DIR; ovs-vswitchd + ovn-controller in netns $NS_CHASSIS)
   chassis       system-id $CHASSIS_NAME, hostname $CHASSIS_HOSTNAME
   netns         $NS_CHASSIS ($LINK_CHASSIS_IF $CHASSIS_IP4/$LINK_PLEN4, AS $CHASSIS_AS)  <->  $NS_TOR ($LINK_TOR_IF $TOR_IP4/$LINK_PLEN4, AS $TOR_AS)
@@ -511,12 +511,13 @@ OVN BGP lab is up in $(elapsed) s  (LAB_DIR=$LAB_DIR)
   vtysh (chassis)   vtysh --vty_socket $VTY_CHASSIS --config_dir $FRR_CHASSIS_DIR
   vtysh (ToR)       vtysh --vty_socket $VTY_TOR --config_dir $FRR_TOR_DIR
   ovn-nbctl         ovn-nbctl --db=unix:$NB_SOCK show
-  ovn-sbctl         ovn-sbctl --db=unix:$SB_SOCK show
+  ovn-sbctl         ovn-sbctl --db=$(sb_unix_remotes) show
   ovs-vsctl         ovs-vsctl --db=unix:$OVS_SOCK show
   kernel (chassis)  ip netns exec $NS_CHASSIS ip addr
 
   agent config      $AGENT_CONF
   run the agent     ovn-bgp-agent --config-file $AGENT_CONF
   status            LAB_DIR=$LAB_DIR scripts/lab/status.sh
+  restart a daemon  LAB_DIR=$LAB_DIR scripts/lab/restart.sh [--kill] COMPONENT   (--help)
   stop              LAB_DIR=$LAB_DIR scripts/lab/down.sh
 EOF

@@ -21,7 +21,9 @@ pub const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The TCP ports (on 127.0.0.1) test labs may use for NB/SB, two per lab.
 const TEST_TCP_PORTS: std::ops::RangeInclusive<u16> = 16650..=16659;
-const MAX_LABS_PER_PROCESS: u32 = 5;
+/// Labs started over the life of one test process (one letter each in the netns prefix); how
+/// many run at once is limited by the free port pairs in [`TEST_TCP_PORTS`].
+const MAX_LABS_PER_PROCESS: u32 = 26;
 
 static LAB_COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -40,6 +42,8 @@ pub struct Lab {
     dir: PathBuf,
     ns_prefix: String,
     nb_tcp_port: u16,
+    /// Extra environment for up.sh (e.g. `LAB_SB_CLUSTER`), kept for [`Lab::rerun_up`].
+    up_env: Vec<(String, String)>,
     env: HashMap<String, String>,
     up_duration: Duration,
     up_output: String,
@@ -50,6 +54,12 @@ impl Lab {
     /// Runs `scripts/lab/up.sh` for a fresh lab and returns once it reported success.
     /// Panics (after tearing down whatever was started) with up.sh's output if it fails.
     pub fn start() -> Lab {
+        Lab::start_with_env(&[])
+    }
+
+    /// [`Lab::start`] with extra environment for up.sh, e.g.
+    /// `[("LAB_SB_CLUSTER", "3"), ("LAB_SB_CLUSTER_PORT_BASE", "16720")]`.
+    pub fn start_with_env(up_env: &[(&str, &str)]) -> Lab {
         let n = LAB_COUNTER.fetch_add(1, Ordering::SeqCst);
         assert!(
             n < MAX_LABS_PER_PROCESS,
@@ -61,6 +71,10 @@ impl Lab {
             dir: PathBuf::from(format!("/tmp/ovn-bgp-lab-test-{pid}-{n}")),
             ns_prefix: format!("labt{}{}-", pid % 1000, char::from(b'a' + n as u8)),
             nb_tcp_port: free_port_pair(),
+            up_env: up_env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             env: HashMap::new(),
             up_duration: Duration::ZERO,
             up_output: String::new(),
@@ -81,6 +95,7 @@ impl Lab {
             .script("up.sh")
             .env("LAB_NB_TCP_PORT", self.nb_tcp_port.to_string())
             .env("LAB_SB_TCP_PORT", (self.nb_tcp_port + 1).to_string())
+            .envs(self.up_env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("cannot execute scripts/lab/up.sh");
         self.up_duration = started.elapsed();
@@ -101,6 +116,12 @@ impl Lab {
     /// Output of `scripts/lab/status.sh`, which must succeed.
     pub fn status(&self) -> String {
         run_ok(&mut self.script("status.sh"))
+    }
+
+    /// `scripts/lab/restart.sh ARGS…` (e.g. `["--kill", "frr-chassis"]`), which must succeed;
+    /// returns its stdout (`sb-leader` prints the member it stopped, e.g. `sb-2`).
+    pub fn restart(&self, args: &[&str]) -> String {
+        run_ok(self.script("restart.sh").args(args))
     }
 
     /// How long `up.sh` took.

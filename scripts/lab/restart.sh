@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Stop one daemon of the lab started by up.sh and start it again with exactly the command line
+# up.sh used (both take it from lib.sh), to test how the agent survives restarts and crashes.
+#
+#   restart.sh [--kill] [--down | --up] COMPONENT
+#
+# COMPONENT: sb nb northd ovs-vswitchd ovn-controller frr-chassis frr-tor
+#            sb-1 sb-2 sb-3 sb-leader      (SB RAFT cluster only: LAB_SB_CLUSTER=3 up.sh)
+#   sb            the SB server (all members of the cluster, one after the other)
+#   sb-N          SB cluster member N
+#   sb-leader     whichever member is the RAFT leader now; prints "sb-N" on stdout, so
+#                 `restart.sh --down sb-leader` followed by `restart.sh --up sb-N` brings it back
+#   frr-chassis   zebra + bgpd of the chassis; they read zebra.conf/bgpd.conf at start, so they
+#                 come back with the operator configuration only (not what the agent added)
+#   frr-tor       the same for the ToR
+#   ovs-vswitchd  also brings br-ex up again once ovs-vswitchd re-created it (see lib.sh)
+#
+# --kill   SIGKILL at once (a crash) instead of SIGTERM (SIGKILL after 5 s)
+# --down   only stop it
+# --up     only start it (it must not be running)
+#
+# Only the pid in the component's pid file under $LAB_DIR is signalled (never by name).
+set -euo pipefail
+
+LAB_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lab/lib.sh
+source "$LAB_SCRIPTS/lib.sh"
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+grace=5 do_stop=1 do_start=1 component=""
+while (($#)); do
+    case $1 in
+    --kill) grace=0 ;;
+    --down) do_start=0 ;;
+    --up) do_stop=0 ;;
+    -h | --help) usage ;;
+    -*) echo "unknown option $1" >&2 && usage ;;
+    *)
+        [[ -z $component ]] || usage
+        component=$1
+        ;;
+    esac
+    shift
+done
+[[ -n $component ]] || usage
+((do_stop || do_start)) || die "--down and --up exclude each other"
+
+[[ $(id -u) -eq 0 ]] || die "restart.sh must run as root"
+load_lab_settings
+ovs_env
+
+# The pid files of the component, in stop order.
+pidfiles_of() {
+    case $1 in
+    nb) echo "$OVN_DIR/ovsdb-server-nb.pid" ;;
+    sb)
+        if sb_clustered; then
+            local n
+            for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do sb_member_pidfile "$n"; echo; done
+        else
+            echo "$OVN_DIR/ovsdb-server-sb.pid"
+        fi
+        ;;
+    sb-[0-9]) sb_member_pidfile "${1#sb-}" && echo ;;
+    northd) echo "$OVN_DIR/ovn-northd.pid" ;;
+    ovs-vswitchd) echo "$OVS_DIR/ovs-vswitchd.pid" ;;
+    ovn-controller) echo "$OVN_DIR/ovn-controller.pid" ;;
+    frr-chassis) printf '%s\n' "$VTY_CHASSIS/bgpd.pid" "$VTY_CHASSIS/zebra.pid" ;;
+    frr-tor) printf '%s\n' "$VTY_TOR/bgpd.pid" "$VTY_TOR/zebra.pid" ;;
+    esac
+}
+
+start_component() {
+    case $1 in
+    nb) start_nb_db ;;
+    sb) start_sb_db ;;
+    sb-[0-9]) start_sb_member "${1#sb-}" ;;
+    northd) start_northd ;;
+    ovs-vswitchd)
+        start_ovs_vswitchd
+        bring_up_br_ex
+        ;;
+    ovn-controller) start_ovn_controller ;;
+    frr-chassis) frr_start chassis "$NS_CHASSIS" "$FRR_CHASSIS_DIR" ;;
+    frr-tor) frr_start tor "$NS_TOR" "$FRR_TOR_DIR" ;;
+    esac
+}
+
+case $component in
+sb-leader | sb-[0-9])
+    sb_clustered || die "$component: this lab's SB is not a cluster (start it with LAB_SB_CLUSTER=3 up.sh)"
+    ;;&
+sb-leader)
+    ((do_start && !do_stop)) && die "--up needs a member (sb-N): the leader is whoever leads now"
+    leader=""
+    for ((n = 1; n <= LAB_SB_CLUSTER; n++)); do
+        [[ $(sb_member_role "$n") == leader ]] && leader=$n
+    done
+    [[ -n $leader ]] || die "no SB member is the leader now (ovs-appctl cluster/status OVN_Southbound)"
+    log "SB leader is member $leader"
+    component=sb-$leader
+    echo "$component"
+    ;;
+sb-[0-9])
+    n=${component#sb-}
+    ((n >= 1 && n <= LAB_SB_CLUSTER)) || die "$component: the cluster has members 1..$LAB_SB_CLUSTER"
+    ;;
+sb | nb | northd | ovs-vswitchd | ovn-controller | frr-chassis | frr-tor) ;;
+*) die "unknown component $component (see restart.sh --help)" ;;
+esac
+
+if ((do_stop)); then
+    mapfile -t pidfiles < <(pidfiles_of "$component")
+    for f in "${pidfiles[@]}"; do
+        if pid_alive "$f"; then
+            log "$( ((grace)) && echo stopping || echo killing) $(basename "$f" .pid) (pid $(<"$f"))"
+            stop_pidfile "$f" "$grace"
+        else
+            log "$(basename "$f" .pid) is not running"
+        fi
+    done
+fi
+
+if ((do_start)); then
+    mapfile -t pidfiles < <(pidfiles_of "$component")
+    for f in "${pidfiles[@]}"; do
+        pid_alive "$f" && die "$(basename "$f" .pid) runs (pid $(<"$f")); stop it first (without --up)"
+    done
+    log "starting $component"
+    start_component "$component"
+    if [[ $component == sb* ]] && sb_clustered; then
+        wait_until "an SB leader after starting $component" "" sb_cluster_has_leader
+    fi
+    log "$component runs again"
+fi

@@ -1,0 +1,979 @@
+//! The SB BGP driver (`ovn_bgp_driver`, underlay) survives its surroundings restarting, without
+//! the agent restarting: FRR killed (it comes back with the operator configuration only),
+//! ovs-vswitchd killed and `ovs-vsctl emer-reset`, the SB server killed, the leader of a
+//! 3-member SB RAFT cluster killed, and kernel state deleted by hand. After each, the ToR has
+//! every expected route again and the chassis kernel state (bgp-nic addresses, `ip rule`
+//! to-rules, routes of the provider bridge's table) is back, within a bound derived from the
+//! intervals the agent runs with.
+//!
+//! Real lab (`scripts/lab/up.sh`, daemons restarted with `scripts/lab/restart.sh`), real agent
+//! binary. Runs as root. The scenarios run one at a time (each has its own lab), so they never
+//! compete for the lab's TCP ports.
+
+mod agent_fixture;
+mod lab_fixture;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use agent_fixture::Agent;
+use lab_fixture::{Lab, require_root, run_ok};
+
+/// The agent's intervals in these tests (seconds).
+const RECONCILE_INTERVAL: u64 = 5;
+/// Also the repair tick (the last desired kernel/OVS/FRR state is re-applied) and the FRR
+/// restart watch.
+const FRR_RECONCILE_INTERVAL: u64 = 3;
+const FLOW_CHECK_INTERVAL: u64 = 3;
+
+/// The lab's BGP session (timers 3/10, connect retry 1 s, advertisement-interval 0): after a
+/// peer restarts, at worst the hold time passes before the ToR notices and re-learns.
+const BGP_CONVERGENCE: Duration = Duration::from_secs(10);
+/// Propagation of a kernel change to the ToR on a running session (zebra → bgpd → update).
+const BGP_PROPAGATION: Duration = Duration::from_secs(3);
+/// The agent's OVSDB client reconnects with a capped backoff (100 ms … 8 s).
+const OVSDB_RECONNECT_MAX: Duration = Duration::from_secs(8);
+/// Slack for process start-up and polling.
+const SLACK: Duration = Duration::from_secs(2);
+/// First exposure after the agent starts (initial SB download, FRR/kernel set-up, BGP).
+const FIRST_EXPOSURE: Duration = Duration::from_secs(30);
+
+/// TCP ports (127.0.0.1) for an SB RAFT cluster: 6 per lab (client + RAFT port per member).
+const CLUSTER_PORTS: std::ops::RangeInclusive<u16> = 16720..=16749;
+
+/// One scenario (one lab) at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn overrides() -> String {
+    format!(
+        "[DEFAULT]\nreconcile_interval = {RECONCILE_INTERVAL}\n\
+         frr_reconcile_interval = {FRR_RECONCILE_INTERVAL}\n\
+         [ovs]\nflow_check_interval = {FLOW_CHECK_INTERVAL}\n"
+    )
+}
+
+/// What the chassis exposes in the lab's topology (see scripts/lab/README.md).
+struct Expected {
+    /// At the ToR, IPv4 and IPv6 prefixes.
+    routes4: BTreeSet<String>,
+    routes6: BTreeSet<String>,
+    /// Host addresses reached through the provider bridge (rules and table routes), without the
+    /// tenant VM (only its FIP and the router gateway are reachable on the provider network).
+    provider_ips: Vec<String>,
+}
+
+fn expected(lab: &Lab) -> Expected {
+    let routes4 = ["VM_PROVIDER_IP4", "GW_IP4", "FIP_IP4", "VM_TENANT_IP4"]
+        .iter()
+        .map(|k| format!("{}/32", lab.env(k)))
+        .collect();
+    let routes6 = ["VM_PROVIDER_IP6", "GW_IP6"]
+        .iter()
+        .map(|k| format!("{}/128", lab.env(k)))
+        .collect();
+    let provider_ips = [
+        "VM_PROVIDER_IP4",
+        "GW_IP4",
+        "FIP_IP4",
+        "VM_PROVIDER_IP6",
+        "GW_IP6",
+    ]
+    .iter()
+    .map(|k| lab.env(k).to_owned())
+    .collect();
+    Expected {
+        routes4,
+        routes6,
+        provider_ips,
+    }
+}
+
+/// The prefixes the ToR learned over BGP.
+fn tor_routes(lab: &Lab) -> (BTreeSet<String>, BTreeSet<String>) {
+    let keys = |cmd: &str| -> BTreeSet<String> {
+        lab.tor_json(cmd)["routes"]
+            .as_object()
+            .map(|routes| routes.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    (keys("show ip bgp json"), keys("show bgp ipv6 unicast json"))
+}
+
+/// Ok once the ToR has learned exactly the expected prefixes.
+fn tor_has_expected(lab: &Lab, exp: &Expected) -> Result<(), String> {
+    let (v4, v6) = tor_routes(lab);
+    if v4 == exp.routes4 && v6 == exp.routes6 {
+        Ok(())
+    } else {
+        Err(format!(
+            "ToR IPv4 {v4:?} (expected {:?}), IPv6 {v6:?} (expected {:?})",
+            exp.routes4, exp.routes6
+        ))
+    }
+}
+
+/// The agent's kernel state in the chassis netns, as `ip` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KernelState {
+    /// bgp-nic's master device and whether it is up (`master bgp-vrf up`); empty if missing.
+    bgp_nic_link: String,
+    /// Global addresses on bgp-nic (`10.0.0.10/32`, …).
+    bgp_nic: BTreeSet<String>,
+    /// `ip rule` / `ip -6 rule` lines that look up the provider bridge's table, without priority.
+    rules: BTreeSet<String>,
+    /// `ip route` / `ip -6 route` lines of the provider bridge's table.
+    routes: BTreeSet<String>,
+}
+
+/// The routing table id the agent registered for br-ex in the lab's rt_tables file.
+fn br_ex_table(lab: &Lab) -> String {
+    let path = lab.env("RT_TABLES");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            match (f.next(), f.next()) {
+                (Some(id), Some("br-ex")) => Some(id.to_owned()),
+                _ => None,
+            }
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no br-ex table in {path}:\n{text}"))
+}
+
+/// `ip -n <chassis> ARGS…` output; empty if it fails (a device deleted by hand, say).
+fn ip_chassis_lenient(lab: &Lab, args: &[&str]) -> String {
+    Command::new("ip")
+        .arg("-n")
+        .arg(lab.ns_chassis())
+        .args(args)
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+fn kernel_state(lab: &Lab, table: &str) -> KernelState {
+    let link = ip_chassis_lenient(lab, &["-o", "link", "show", "dev", "bgp-nic"]);
+    let bgp_nic_link = if link.is_empty() {
+        String::new()
+    } else {
+        let words: Vec<&str> = link.split_whitespace().collect();
+        let master = words
+            .iter()
+            .position(|w| *w == "master")
+            .and_then(|i| words.get(i + 1))
+            .unwrap_or(&"none");
+        let flags = words.get(2).copied().unwrap_or_default();
+        let up = flags.trim_matches(['<', '>']).split(',').any(|f| f == "UP");
+        format!("master {master} {}", if up { "up" } else { "down" })
+    };
+    let bgp_nic = ip_chassis_lenient(lab, &["-o", "addr", "show", "dev", "bgp-nic"])
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3).map(str::to_owned))
+        .filter(|a| !a.starts_with("fe80:"))
+        .collect();
+    let lookup = format!("lookup {table}");
+    let mut rules = BTreeSet::new();
+    for family in ["-4", "-6"] {
+        for line in lab.ip_chassis(&[family, "rule", "show"]).lines() {
+            if line.contains(&lookup) {
+                let rule = line.split_once(':').map_or(line, |(_, r)| r);
+                rules.insert(format!("{family} {}", rule.trim()));
+            }
+        }
+    }
+    let mut routes = BTreeSet::new();
+    for family in ["-4", "-6"] {
+        for line in lab
+            .ip_chassis(&[family, "route", "show", "table", table])
+            .lines()
+        {
+            routes.insert(format!("{family} {}", line.trim()));
+        }
+    }
+    KernelState {
+        bgp_nic_link,
+        bgp_nic,
+        rules,
+        routes,
+    }
+}
+
+/// Ok if the kernel state has everything the topology needs (the baseline's check).
+fn kernel_complete(state: &KernelState, exp: &Expected, table: &str) -> Result<(), String> {
+    if state.bgp_nic_link != "master bgp-vrf up" {
+        return Err(format!("bgp-nic is not up in bgp-vrf: {state:#?}"));
+    }
+    for prefix in exp.routes4.iter().chain(&exp.routes6) {
+        if !state.bgp_nic.contains(prefix) {
+            return Err(format!("bgp-nic lacks {prefix}: {state:#?}"));
+        }
+    }
+    for ip in &exp.provider_ips {
+        let family = if ip.contains(':') { "-6" } else { "-4" };
+        let rule = format!("{family} from all to {ip} lookup {table}");
+        if !state.rules.contains(&rule) {
+            return Err(format!("no rule `{rule}`: {state:#?}"));
+        }
+        let route = format!("{family} {ip} dev br-ex ");
+        if !state.routes.iter().any(|r| r.starts_with(&route)) {
+            return Err(format!("no route `{route}…` in table {table}: {state:#?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Polls until the kernel state equals `baseline` again.
+fn kernel_back(lab: &Lab, table: &str, baseline: &KernelState) -> Result<(), String> {
+    let now = kernel_state(lab, table);
+    if &now == baseline {
+        Ok(())
+    } else {
+        Err(now.diff(baseline))
+    }
+}
+
+impl KernelState {
+    /// What differs from `baseline`: `-` missing now, `+` not in the baseline.
+    fn diff(&self, baseline: &KernelState) -> String {
+        let mut out = Vec::new();
+        if self.bgp_nic_link != baseline.bgp_nic_link {
+            out.push(format!(
+                "bgp-nic link `{}` (baseline `{}`)",
+                self.bgp_nic_link, baseline.bgp_nic_link
+            ));
+        }
+        let sets = [
+            ("bgp-nic address", &self.bgp_nic, &baseline.bgp_nic),
+            ("rule", &self.rules, &baseline.rules),
+            ("route", &self.routes, &baseline.routes),
+        ];
+        for (what, now, base) in sets {
+            out.extend(base.difference(now).map(|x| format!("-{what} `{x}`")));
+            out.extend(now.difference(base).map(|x| format!("+{what} `{x}`")));
+        }
+        out.join(", ")
+    }
+}
+
+/// The configuration the agent adds to the chassis FRR (its leak configuration).
+fn frr_has_agent_config(lab: &Lab) -> Result<(), String> {
+    let config = lab.vtysh_chassis("show running-config");
+    if config.contains("router bgp 64999 vrf bgp-vrf") && config.contains("import vrf bgp-vrf") {
+        Ok(())
+    } else {
+        Err(format!(
+            "the chassis FRR lacks the agent's leak configuration:\n{config}"
+        ))
+    }
+}
+
+/// The agent's cookie-0x3e7 flows on br-ex, as (duration in seconds, flow text).
+fn cookie_flows(lab: &Lab) -> Vec<(f64, String)> {
+    let out = run_ok(
+        Command::new("ovs-ofctl")
+            .env("OVS_RUNDIR", lab.env("OVS_RUNDIR"))
+            .args(["dump-flows", "br-ex", "cookie=0x3e7/-1"]),
+    );
+    out.lines()
+        .filter(|l| l.contains("cookie=0x3e7"))
+        .map(|l| {
+            let duration = l
+                .split("duration=")
+                .nth(1)
+                .and_then(|d| d.split('s').next())
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(f64::MAX);
+            (duration, l.trim().to_owned())
+        })
+        .collect()
+}
+
+fn vsctl(lab: &Lab, args: &[&str]) -> String {
+    run_ok(
+        Command::new("ovs-vsctl")
+            .arg(format!("--db=unix:{}", lab.env("OVS_SOCK")))
+            .arg("--timeout=10")
+            .args(args),
+    )
+}
+
+/// A lab with the agent running and everything exposed: the baseline of every scenario.
+struct Running {
+    lab: Lab,
+    agent: Agent,
+    exp: Expected,
+    table: String,
+    kernel: KernelState,
+}
+
+impl Running {
+    fn start(up_env: &[(&str, &str)]) -> Running {
+        let lab = Lab::start_with_env(up_env);
+        let agent = Agent::start(lab.dir(), &overrides());
+        let exp = expected(&lab);
+        let mut running = Running {
+            lab,
+            agent,
+            exp,
+            table: String::new(),
+            kernel: KernelState {
+                bgp_nic_link: String::new(),
+                bgp_nic: BTreeSet::new(),
+                rules: BTreeSet::new(),
+                routes: BTreeSet::new(),
+            },
+        };
+        let started = Instant::now();
+        running.wait("first exposure at the ToR", FIRST_EXPOSURE, |r| {
+            tor_has_expected(&r.lab, &r.exp)
+        });
+        running.table = br_ex_table(&running.lab);
+        // Settle: the kernel state must be stable for a repair tick before it is the baseline.
+        let table = running.table.clone();
+        running.wait(
+            "kernel state complete",
+            secs(FRR_RECONCILE_INTERVAL) + SLACK,
+            |r| kernel_complete(&kernel_state(&r.lab, &table), &r.exp, &table),
+        );
+        running.kernel = kernel_state(&running.lab, &running.table);
+        if let Err(e) = kernel_complete(&running.kernel, &running.exp, &running.table) {
+            panic!("baseline kernel state incomplete: {e}");
+        }
+        running.agent.assert_running();
+        assert_eq!(
+            cookie_flows(&running.lab).len(),
+            2,
+            "the agent's 2 MAC-tweak flows on br-ex: {:?}",
+            cookie_flows(&running.lab)
+        );
+        eprintln!(
+            "baseline reached {:.1} s after the agent started",
+            started.elapsed().as_secs_f64()
+        );
+        running
+    }
+
+    /// `wait_for` with the agent's log tail in the failure message, and a check that the agent
+    /// is still running (it must survive everything here without a restart).
+    fn wait<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut probe: impl FnMut(&Running) -> Result<T, String>,
+    ) -> Duration {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        loop {
+            self.agent.assert_running();
+            match probe(self) {
+                Ok(_) => {
+                    let took = started.elapsed();
+                    eprintln!(
+                        "{what}: {:.2} s (bound {:.0} s)",
+                        took.as_secs_f64(),
+                        timeout.as_secs_f64()
+                    );
+                    return took;
+                }
+                Err(last) if Instant::now() >= deadline => panic!(
+                    "timed out after {timeout:?} waiting for {what}; last state: {last}\n\
+                     --- agent log (tail) ---\n{}",
+                    self.agent.log_tail()
+                ),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// The ToR has every expected route within `tor_bound` and the kernel state is the
+    /// baseline again within `kernel_bound`, both counted from `since` (the disruption), and
+    /// both hold at the same time at the end.
+    fn wait_all_back(
+        &mut self,
+        what: &str,
+        since: Instant,
+        tor_bound: Duration,
+        kernel_bound: Duration,
+    ) {
+        let mut tor_at = None;
+        let mut kernel_at = None;
+        let (mut first_tor_gap, mut first_kernel_gap) = (None, None);
+        loop {
+            self.agent.assert_running();
+            let tor = tor_has_expected(&self.lab, &self.exp);
+            let kernel = kernel_back(&self.lab, &self.table, &self.kernel);
+            let now = since.elapsed();
+            if tor.is_ok() {
+                tor_at.get_or_insert(now);
+            } else if first_tor_gap.is_none() {
+                first_tor_gap = tor.clone().err();
+            }
+            if kernel.is_ok() {
+                kernel_at.get_or_insert(now);
+            } else if first_kernel_gap.is_none() {
+                first_kernel_gap = kernel.clone().err();
+            }
+            if tor.is_ok() && kernel.is_ok() {
+                break;
+            }
+            let late = |bound: Duration, state: &Result<(), String>, which: &str| {
+                if state.is_err() && now > bound {
+                    panic!(
+                        "{what}: {which} not back within {bound:?}: {}\n--- agent log (tail) ---\n{}",
+                        state.as_ref().err().map(String::as_str).unwrap_or(""),
+                        self.agent.log_tail()
+                    );
+                }
+            };
+            late(tor_bound, &tor, "ToR routes");
+            late(kernel_bound, &kernel, "kernel state");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let report = |which: &str, at: Duration, bound: Duration, gap: Option<String>| match gap {
+            Some(gap) => eprintln!(
+                "{what}: {which} back after {:.2} s (bound {:.0} s); first seen: {gap}",
+                at.as_secs_f64(),
+                bound.as_secs_f64()
+            ),
+            None => eprintln!(
+                "{what}: {which} never seen disturbed (first checked {:.2} s after; bound {:.0} s)",
+                at.as_secs_f64(),
+                bound.as_secs_f64()
+            ),
+        };
+        let (tor_at, kernel_at) = (tor_at.unwrap_or_default(), kernel_at.unwrap_or_default());
+        report("ToR routes", tor_at, tor_bound, first_tor_gap);
+        report("kernel state", kernel_at, kernel_bound, first_kernel_gap);
+        assert!(
+            tor_at <= tor_bound,
+            "{what}: ToR routes came back after {tor_at:?} > {tor_bound:?}"
+        );
+        assert!(
+            kernel_at <= kernel_bound,
+            "{what}: kernel state came back after {kernel_at:?} > {kernel_bound:?}"
+        );
+    }
+
+    fn provider_tap(&self) -> String {
+        let port = self.lab.env("VM_PROVIDER_PORT_ID");
+        format!("tap{}", &port[..11])
+    }
+
+    /// Unbinds the provider VM (as Nova does when it unplugs it): the ToR withdraws its
+    /// /32 and /128 and its kernel state goes, the rest stays.
+    fn unbind_provider_vm_and_see_it_withdrawn(&mut self, bound: Duration) {
+        let tap = self.provider_tap();
+        vsctl(
+            &self.lab,
+            &["remove", "Interface", &tap, "external_ids", "iface-id"],
+        );
+        let v4 = format!("{}/32", self.lab.env("VM_PROVIDER_IP4"));
+        let v6 = format!("{}/128", self.lab.env("VM_PROVIDER_IP6"));
+        let mut left4 = self.exp.routes4.clone();
+        left4.remove(&v4);
+        let mut left6 = self.exp.routes6.clone();
+        left6.remove(&v6);
+        self.wait(
+            "provider VM unbound: ToR withdrew it, kept the rest",
+            bound,
+            |r| {
+                let (now4, now6) = tor_routes(&r.lab);
+                if now4 == left4 && now6 == left6 {
+                    Ok(())
+                } else {
+                    Err(format!("ToR IPv4 {now4:?}, IPv6 {now6:?}"))
+                }
+            },
+        );
+        let table = self.table.clone();
+        let vm4 = self.lab.env("VM_PROVIDER_IP4").to_owned();
+        let vm6 = self.lab.env("VM_PROVIDER_IP6").to_owned();
+        self.wait(
+            "provider VM unbound: its kernel state removed",
+            secs(FRR_RECONCILE_INTERVAL) + SLACK,
+            |r| {
+                let s = kernel_state(&r.lab, &table);
+                let mentions = |ip: &str| {
+                    s.bgp_nic.iter().any(|a| a.starts_with(&format!("{ip}/")))
+                        || s.rules.iter().any(|l| l.contains(&format!("to {ip} ")))
+                        || s.routes.iter().any(|l| l.contains(&format!(" {ip} ")))
+                };
+                if mentions(&vm4) || mentions(&vm6) {
+                    Err(format!("{s:#?}"))
+                } else {
+                    Ok(())
+                }
+            },
+        );
+    }
+
+    fn rebind_provider_vm(&mut self) {
+        let tap = self.provider_tap();
+        let iface_id = format!(
+            "external_ids:iface-id={}",
+            self.lab.env("VM_PROVIDER_PORT_ID")
+        );
+        vsctl(&self.lab, &["set", "Interface", &tap, &iface_id]);
+    }
+}
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Pids of the chassis FRR daemons.
+fn frr_chassis_pids(lab: &Lab) -> Vec<u32> {
+    lab.daemon_pids()
+        .into_iter()
+        .filter(|(f, _)| f.starts_with("frr/chassis/"))
+        .map(|(_, p)| p)
+        .collect()
+}
+
+#[test]
+fn frr_killed_and_restarted_gets_the_agents_config_back_and_the_tor_relearns() {
+    require_root();
+    let _serial = serial();
+    let mut r = Running::start(&[]);
+    frr_has_agent_config(&r.lab).expect("the agent configured FRR before the restart");
+    let before = frr_chassis_pids(&r.lab);
+
+    let killed_at = Instant::now();
+    r.lab.restart(&["--kill", "frr-chassis"]);
+    let after = frr_chassis_pids(&r.lab);
+    assert!(
+        after.iter().all(|p| !before.contains(p)),
+        "zebra and bgpd must be new processes: before {before:?}, after {after:?}"
+    );
+    // The restarted daemons read the operator's files only (the agent may already have
+    // re-applied its part by the time we look; that is what is tested next).
+    eprintln!(
+        "right after the restart the agent's leak config is {}",
+        if frr_has_agent_config(&r.lab).is_ok() {
+            "already back"
+        } else {
+            "gone, as expected"
+        }
+    );
+
+    let bound = secs(FRR_RECONCILE_INTERVAL) + SLACK;
+    r.wait("FRR restarted: the agent's config re-applied", bound, |r| {
+        frr_has_agent_config(&r.lab)
+    });
+    r.wait_all_back(
+        "FRR restarted",
+        killed_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_CONVERGENCE,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+
+    // An outage: FRR stays down for two repair ticks (the agent's applies fail meanwhile and
+    // must be retried), then comes back.
+    r.lab.restart(&["--kill", "--down", "frr-chassis"]);
+    std::thread::sleep(secs(2 * FRR_RECONCILE_INTERVAL));
+    let back_at = Instant::now();
+    r.lab.restart(&["--up", "frr-chassis"]);
+    r.wait(
+        "FRR back after an outage: the agent's config re-applied",
+        bound,
+        |r| frr_has_agent_config(&r.lab),
+    );
+    r.wait_all_back(
+        "FRR back after an outage",
+        back_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_CONVERGENCE,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+}
+
+#[test]
+fn ovs_vswitchd_killed_and_restarted_gets_the_cookie_flows_back() {
+    require_root();
+    let _serial = serial();
+    let mut r = Running::start(&[]);
+
+    let killed_at = Instant::now();
+    r.lab.restart(&["--kill", "ovs-vswitchd"]);
+    let bound = secs(FLOW_CHECK_INTERVAL) + SLACK;
+    r.wait(
+        "ovs-vswitchd restarted: 2 new cookie flows on br-ex",
+        bound,
+        |r| {
+            let flows = cookie_flows(&r.lab);
+            let since = killed_at.elapsed().as_secs_f64();
+            // Flows older than the restart would be survivors, not reinstalled ones.
+            if flows.len() == 2 && flows.iter().all(|(d, _)| *d <= since) {
+                Ok(())
+            } else {
+                Err(format!("{flows:?} ({since:.1} s since the kill)"))
+            }
+        },
+    );
+    r.wait_all_back(
+        "ovs-vswitchd restarted",
+        killed_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+
+    // An outage: ovs-vswitchd stays down for two flow checks, then comes back.
+    r.lab.restart(&["--kill", "--down", "ovs-vswitchd"]);
+    std::thread::sleep(secs(2 * FLOW_CHECK_INTERVAL));
+    let back_at = Instant::now();
+    r.lab.restart(&["--up", "ovs-vswitchd"]);
+    r.wait(
+        "ovs-vswitchd back after an outage: 2 new cookie flows",
+        bound,
+        |r| {
+            let flows = cookie_flows(&r.lab);
+            let since = back_at.elapsed().as_secs_f64();
+            if flows.len() == 2 && flows.iter().all(|(d, _)| *d <= since) {
+                Ok(())
+            } else {
+                Err(format!("{flows:?} ({since:.1} s since it came back)"))
+            }
+        },
+    );
+    r.wait_all_back(
+        "ovs-vswitchd back after an outage",
+        back_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+}
+
+#[test]
+fn ovs_emer_reset_gets_the_cookie_flows_back() {
+    require_root();
+    let _serial = serial();
+    let mut r = Running::start(&[]);
+
+    // emer-reset clears fail_mode, and a bridge whose fail_mode changes while it has no
+    // controller gets its flows flushed by ovs-vswitchd (the situation of
+    // lesson-ovs-restart-flows). The lab's br-ex has the default mode, so give it the
+    // `secure` mode Neutron gives physical bridges: that change flushes too, a first check.
+    let secured_at = Instant::now();
+    vsctl(&r.lab, &["set", "Bridge", "br-ex", "fail_mode=secure"]);
+    let flushed = cookie_flows(&r.lab).is_empty();
+    eprintln!(
+        "right after fail_mode=secure the cookie flows were {}",
+        if flushed { "gone" } else { "still there" }
+    );
+    r.wait(
+        "fail_mode=secure on br-ex: 2 new cookie flows",
+        secs(FLOW_CHECK_INTERVAL) + SLACK,
+        |r| {
+            let flows = cookie_flows(&r.lab);
+            let since = secured_at.elapsed().as_secs_f64();
+            if flows.len() == 2 && flows.iter().all(|(d, _)| *d <= since) {
+                Ok(())
+            } else {
+                Err(format!("{flows:?} ({since:.1} s since fail_mode=secure)"))
+            }
+        },
+    );
+
+    let reset_at = Instant::now();
+    vsctl(&r.lab, &["emer-reset"]);
+    let flushed = cookie_flows(&r.lab).is_empty();
+    let fail_mode = vsctl(&r.lab, &["get", "Bridge", "br-ex", "fail_mode"]);
+    assert_eq!(fail_mode.trim(), "[]", "emer-reset clears fail_mode");
+    eprintln!(
+        "right after emer-reset the cookie flows were {}",
+        if flushed { "gone" } else { "still there" }
+    );
+
+    r.wait(
+        "emer-reset: 2 new cookie flows on br-ex",
+        secs(FLOW_CHECK_INTERVAL) + SLACK,
+        |r| {
+            let flows = cookie_flows(&r.lab);
+            let since = reset_at.elapsed().as_secs_f64();
+            if flows.len() == 2 && flows.iter().all(|(d, _)| *d <= since) {
+                Ok(())
+            } else {
+                Err(format!("{flows:?} ({since:.1} s since emer-reset)"))
+            }
+        },
+    );
+    r.wait_all_back(
+        "emer-reset",
+        reset_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+}
+
+#[test]
+fn sb_server_killed_and_restarted_the_agent_follows_changes_made_after() {
+    require_root();
+    let _serial = serial();
+    let mut r = Running::start(&[]);
+
+    r.lab.restart(&["--kill", "sb"]);
+    // The agent must reconnect on its own (backoff ≤ 8 s) and follow what changes from now on.
+    r.unbind_provider_vm_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
+    let rebound_at = Instant::now();
+    r.rebind_provider_vm();
+    r.wait_all_back(
+        "SB restarted, provider VM bound again",
+        rebound_at,
+        BGP_PROPAGATION + SLACK,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+
+    // An outage longer than the longest reconnect backoff: the agent keeps retrying and
+    // follows SB again once it is back.
+    r.lab.restart(&["--kill", "--down", "sb"]);
+    std::thread::sleep(OVSDB_RECONNECT_MAX + SLACK);
+    r.agent.assert_running();
+    r.lab.restart(&["--up", "sb"]);
+    r.unbind_provider_vm_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
+    let rebound_at = Instant::now();
+    r.rebind_provider_vm();
+    r.wait_all_back(
+        "SB back after an outage, provider VM bound again",
+        rebound_at,
+        BGP_PROPAGATION + SLACK,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+}
+
+/// A base port with 6 free ports (3 members × client + RAFT) in [`CLUSTER_PORTS`].
+fn free_cluster_port_base() -> u16 {
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    CLUSTER_PORTS
+        .clone()
+        .step_by(6)
+        .filter(|b| b + 5 <= *CLUSTER_PORTS.end())
+        .find(|&b| (b..b + 6).all(free))
+        .unwrap_or_else(|| panic!("no 6 free TCP ports in {CLUSTER_PORTS:?} on 127.0.0.1"))
+}
+
+/// Which SB member (`sb-N`) the agent is connected to: its TCP connection to a member's client
+/// port (the agent uses the tcp remotes of bgp-agent.conf).
+fn agent_sb_member(base: u16) -> Option<String> {
+    let out = run_ok(Command::new("ss").args(["-tnpH", "state", "established"]));
+    (1..=3u16).find_map(|n| {
+        let port = format!("127.0.0.1:{}", base + 2 * (n - 1));
+        out.lines()
+            .any(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                fields.len() >= 4 && fields[3] == port && l.contains("\"ovn-bgp-agent\"")
+            })
+            .then(|| format!("sb-{n}"))
+    })
+}
+
+#[test]
+fn sb_cluster_leader_failover_the_agent_keeps_following() {
+    require_root();
+    let _serial = serial();
+    let base = free_cluster_port_base().to_string();
+    let mut r = Running::start(&[("LAB_SB_CLUSTER", "3"), ("LAB_SB_CLUSTER_PORT_BASE", &base)]);
+    let base: u16 = base.parse().expect("port");
+    assert_eq!(
+        r.lab.env("SB_TCP").split(',').count(),
+        3,
+        "the agent is configured with all three members: {}",
+        r.lab.env("SB_TCP")
+    );
+    let first = agent_sb_member(base);
+    eprintln!("the agent is connected to {first:?}");
+
+    // 1. The leader dies; the agent (whether it was connected to it or not) follows the change.
+    let leader = r.lab.restart(&["--kill", "--down", "sb-leader"]);
+    let leader = leader.trim().to_owned();
+    eprintln!("killed the SB leader {leader}");
+    r.unbind_provider_vm_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
+    r.lab.restart(&["--up", &leader]);
+
+    // 2. The member the agent is connected to now dies (if step 1 did not already move it).
+    let current = agent_sb_member(base);
+    eprintln!("the agent is connected to {current:?} after the failover");
+    let killed_second = match current {
+        Some(member) if member != leader => {
+            r.lab.restart(&["--kill", "--down", &member]);
+            eprintln!("killed {member}, the agent's member");
+            Some(member)
+        }
+        _ => None,
+    };
+    let rebound_at = Instant::now();
+    r.rebind_provider_vm();
+    r.wait_all_back(
+        "SB failover, provider VM bound again",
+        rebound_at,
+        OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+    if let Some(member) = killed_second {
+        r.lab.restart(&["--up", &member]);
+    }
+}
+
+#[test]
+fn kernel_state_deleted_by_hand_is_repaired() {
+    require_root();
+    let _serial = serial();
+    let mut r = Running::start(&[]);
+    let table = r.table.clone();
+    let vm4 = r.lab.env("VM_PROVIDER_IP4").to_owned();
+    let vm6 = r.lab.env("VM_PROVIDER_IP6").to_owned();
+    let fip = r.lab.env("FIP_IP4").to_owned();
+    let gw4 = r.lab.env("GW_IP4").to_owned();
+
+    let deleted_at = Instant::now();
+    r.lab
+        .ip_chassis(&["addr", "del", &format!("{vm4}/32"), "dev", "bgp-nic"]);
+    r.lab
+        .ip_chassis(&["-4", "rule", "del", "to", &fip, "table", &table]);
+    r.lab
+        .ip_chassis(&["-6", "rule", "del", "to", &vm6, "table", &table]);
+    r.lab
+        .ip_chassis(&["-4", "route", "del", &gw4, "dev", "br-ex", "table", &table]);
+    assert_ne!(
+        kernel_state(&r.lab, &table),
+        r.kernel,
+        "the deletions took effect"
+    );
+
+    r.wait_all_back(
+        "kernel state deleted by hand",
+        deleted_at,
+        secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
+        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+    );
+
+    // The agent's devices themselves: bgp-nic (and with it every exposed address), then the
+    // VRF device it is enslaved to.
+    for device in ["bgp-nic", "bgp-vrf"] {
+        let deleted_at = Instant::now();
+        r.lab.ip_chassis(&["link", "del", device]);
+        r.wait_all_back(
+            &format!("{device} deleted by hand"),
+            deleted_at,
+            secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
+            secs(FRR_RECONCILE_INTERVAL) + SLACK,
+        );
+    }
+}
+
+/// The command line of a running process, NUL-separated arguments joined by spaces.
+fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&raw)
+        .split('\0')
+        .filter(|a| !a.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `restart.sh` itself, without an agent: every component comes back as a new process with the
+/// command line up.sh gave it, SIGTERM or SIGKILL, and FRR comes back with the operator
+/// configuration only.
+#[test]
+fn restart_sh_brings_every_daemon_back_with_its_command_line() {
+    require_root();
+    let _serial = serial();
+    let lab = Lab::start();
+
+    // Something an agent would add at run time; a restarted FRR must not have it.
+    let extra = lab.dir().join("extra-frr.conf");
+    std::fs::write(
+        &extra,
+        "router bgp 64999 vrf bgp-vrf\n bgp router-id 100.64.0.1\nexit\n",
+    )
+    .expect("write extra FRR config");
+    lab.vtysh_chassis_apply(&extra);
+    assert!(
+        lab.vtysh_chassis("show running-config")
+            .contains("router bgp 64999 vrf bgp-vrf"),
+        "vtysh -f applied the extra configuration"
+    );
+
+    let components: [(&str, &[&str], bool); 7] = [
+        ("sb", &["ovn/ovsdb-server-sb.pid"], true),
+        ("nb", &["ovn/ovsdb-server-nb.pid"], false),
+        ("northd", &["ovn/ovn-northd.pid"], true),
+        ("ovs-vswitchd", &["ovs/ovs-vswitchd.pid"], false),
+        ("ovn-controller", &["ovn/ovn-controller.pid"], true),
+        (
+            "frr-tor",
+            &["frr/tor/run/zebra.pid", "frr/tor/run/bgpd.pid"],
+            false,
+        ),
+        (
+            "frr-chassis",
+            &["frr/chassis/run/zebra.pid", "frr/chassis/run/bgpd.pid"],
+            true,
+        ),
+    ];
+    for (component, pidfiles, kill) in components {
+        let pids = |lab: &Lab| -> Vec<(u32, String)> {
+            let all = lab.daemon_pids();
+            pidfiles
+                .iter()
+                .map(|f| {
+                    let pid = all
+                        .iter()
+                        .find(|(p, _)| p == f)
+                        .unwrap_or_else(|| panic!("no pid file {f}: {all:?}"))
+                        .1;
+                    (pid, cmdline(pid))
+                })
+                .collect()
+        };
+        let before = pids(&lab);
+        let started = Instant::now();
+        let args: Vec<&str> = if kill {
+            vec!["--kill", component]
+        } else {
+            vec![component]
+        };
+        lab.restart(&args);
+        let after = pids(&lab);
+        eprintln!(
+            "restart.sh {}: {:.2} s",
+            args.join(" "),
+            started.elapsed().as_secs_f64()
+        );
+        for ((old_pid, old_cmd), (new_pid, new_cmd)) in before.iter().zip(&after) {
+            assert_ne!(old_pid, new_pid, "{component} was not restarted");
+            assert!(
+                lab_fixture::process_alive(*new_pid, &format!("{}/", lab.dir().display())),
+                "{component}: new pid {new_pid} does not run"
+            );
+            assert_eq!(
+                old_cmd, new_cmd,
+                "{component} restarted with another command line"
+            );
+        }
+    }
+
+    let config = lab.vtysh_chassis("show running-config");
+    assert!(
+        !config.contains("vrf bgp-vrf") && config.contains("router bgp 64999"),
+        "the restarted chassis FRR must have the operator configuration only:\n{config}"
+    );
+    // The lab still works: the BGP session is back and SB has the bindings.
+    lab_fixture::wait_for("the eBGP session after the restarts", secs(15), || {
+        let n = lab.tor_json("show bgp neighbors json");
+        if n[lab.env("CHASSIS_IP4")]["bgpState"] == "Established" {
+            Ok(())
+        } else {
+            Err(format!("{:#}", n[lab.env("CHASSIS_IP4")]["bgpState"]))
+        }
+    });
+}
