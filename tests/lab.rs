@@ -278,8 +278,10 @@ fn bgp_nic_addresses_reach_the_tor_and_are_withdrawn(lab: &Lab) {
     ] {
         let path = wait_for(&format!("{prefix} at the ToR"), CONVERGENCE_TIMEOUT, || {
             let table = lab.tor_json(show);
+            // A path can show up before its next hop is resolved; wait for a valid one.
             table["routes"][prefix][0]
                 .as_object()
+                .filter(|p| p.get("valid") == Some(&serde_json::Value::Bool(true)))
                 .cloned()
                 .ok_or_else(|| format!("{:#}", table["routes"]))
         });
