@@ -459,7 +459,9 @@ impl<'de> Deserialize<'de> for Uuid {
 /// hostile or churning database cannot grow it without limit.
 #[derive(Debug)]
 pub struct Interner {
-    set: std::collections::HashSet<Arc<str>>,
+    // foldhash: fast and seeded per process, so tenant-chosen strings cannot be crafted to
+    // collide.
+    set: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
     cap: usize,
 }
 
@@ -550,7 +552,7 @@ impl<'de> Visitor<'de> for AtomSeq<'_> {
         f.write_str("an array of OVSDB atoms")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Atom>, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        let mut out = Vec::new();
         while let Some(a) = seq.next_element_seed(AtomSeed(self.0))? {
             out.push(a);
         }
@@ -598,11 +600,22 @@ impl<'de> Visitor<'de> for PairSeq<'_> {
         f.write_str("an array of map pairs")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-        while let Some(p) = seq.next_element_seed(PairSeed(self.0))? {
-            out.push(p);
+        // Collect in a reused scratch buffer, then allocate the map once at its exact size.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<(Atom, Atom)>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        Ok(out)
+        let mut buf = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        buf.clear();
+        let result = loop {
+            match seq.next_element_seed(PairSeed(self.0)) {
+                Ok(Some(p)) => buf.push(p),
+                Ok(None) => break Ok(buf.drain(..).collect::<Vec<_>>()),
+                Err(e) => break Err(e),
+            }
+        };
+        buf.clear();
+        SCRATCH.with(|s| *s.borrow_mut() = buf);
+        result
     }
 }
 
