@@ -609,7 +609,11 @@ impl<'de> Visitor<'de> for PairSeq<'_> {
         let result = loop {
             match seq.next_element_seed(PairSeed(self.0)) {
                 Ok(Some(p)) => buf.push(p),
-                Ok(None) => break Ok(buf.drain(..).collect::<Vec<_>>()),
+                Ok(None) => {
+                    let mut exact = Vec::with_capacity(buf.len());
+                    exact.append(&mut buf);
+                    break Ok(exact);
+                }
                 Err(e) => break Err(e),
             }
         };
