@@ -58,6 +58,18 @@ const PB_COLUMNS: &[&str] = &[
 ];
 const DATAPATHS: usize = 8;
 
+/// CPU time of the calling thread: unlike wall time, it does not count the time this thread
+/// waits while other processes use the (shared) cores.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn status_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
@@ -264,9 +276,15 @@ async fn main() {
     let server_reply_time = t.elapsed();
     let json_len = raw.len();
     let mut best = Duration::MAX;
+    let mut best_cpu = Duration::MAX;
     let mut replica_bytes = 0usize;
+    // Replicas stay alive until all runs are done: freeing 100k rows between runs would make
+    // glibc consolidate its free lists inside the next timed run, which the real client never
+    // pays on a first download.
+    let mut keep = Vec::new();
     for _ in 0..5 {
         let live0 = LIVE.load(Ordering::Relaxed);
+        let cpu0 = thread_cpu();
         let t = Instant::now();
         let mut split = FrameSplitter::new(1 << 31);
         let mut frame = None;
@@ -298,6 +316,7 @@ async fn main() {
         let mut changes = Vec::new();
         replica.resync(updates, &mut changes);
         let el = t.elapsed();
+        best_cpu = best_cpu.min(thread_cpu() - cpu0);
         if std::env::var_os("BENCH_STAGES").is_some() {
             eprintln!(
                 "framing+decode {:?}, table-updates {:?}, replica {:?}",
@@ -310,7 +329,9 @@ async fn main() {
         best = best.min(el);
         replica_bytes = LIVE.load(Ordering::Relaxed) - live0;
         assert_eq!(replica.get_table("Port_Binding").unwrap().len(), rows);
+        keep.push(replica);
     }
+    drop(keep);
     drop(raw);
     let mb = json_len as f64 / 1e6;
 
@@ -383,9 +404,14 @@ async fn main() {
     );
     println!("| monitor reply JSON size | {mb:.1} MB | - |");
     println!(
-        "| decode pipeline (framing + JSON-RPC + table-updates + replica with 4 indexes) | {:.0} ms = {:.0} MB/s | >= 200 MB/s |",
+        "| decode pipeline (framing + JSON-RPC + table-updates + replica with 4 indexes), wall | {:.0} ms = {:.0} MB/s | >= 200 MB/s |",
         best.as_secs_f64() * 1e3,
         mb / best.as_secs_f64()
+    );
+    println!(
+        "| decode pipeline, CPU time of the decoding thread | {:.0} ms = {:.0} MB/s | >= 200 MB/s |",
+        best_cpu.as_secs_f64() * 1e3,
+        mb / best_cpu.as_secs_f64()
     );
     println!(
         "| replica memory (live heap, incl. 4 Port_Binding indexes) | {:.1} MB = {:.2}x JSON | <= 3x |",

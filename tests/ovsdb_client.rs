@@ -156,6 +156,8 @@ async fn the_agents_tables_and_columns_exist_in_the_installed_schemas() {
             &["name", "vips", "datapaths", "datapath_group"],
         ))
         .table(TableSpec::new("Logical_DP_Group", &["datapaths"]))
+        // No columns listed: all of them.
+        .table(TableSpec::new("Encap", &[]))
         .index("Port_Binding", "logical_port")
         .index("Port_Binding", "datapath")
         .index("Port_Binding", "chassis")
@@ -164,6 +166,16 @@ async fn the_agents_tables_and_columns_exist_in_the_installed_schemas() {
         .await
         .expect("SB columns the agent needs");
     assert_eq!(c.stats().sessions, 1);
+    {
+        let r = c.replica();
+        let encap = r.get_table("Encap").unwrap().meta().clone();
+        for col in ["ip", "type", "chassis_name", "options"] {
+            assert!(
+                encap.column_index(col).is_some(),
+                "Encap.{col} not monitored"
+            );
+        }
+    }
     assert_eq!(
         c.list_dbs().await.unwrap(),
         vec!["OVN_Southbound".to_owned(), "_Server".to_owned()]

@@ -67,7 +67,7 @@ impl ClientConfig {
     }
 }
 
-/// One monitored table: the columns needed and which rows.
+/// One monitored table: the columns needed (empty = all columns) and which rows.
 #[derive(Debug, Clone)]
 pub struct TableSpec {
     pub name: String,
@@ -766,8 +766,20 @@ impl Worker {
             let mut cols = t.columns.clone();
             cols.extend(t.condition.columns().map(str::to_owned));
             let ts = schema.check(&t.name, &cols)?;
-            let columns = t
-                .columns
+            // No columns listed: every column of the table (sorted, for a stable layout).
+            let wanted: Vec<String> = if t.columns.is_empty() {
+                let mut all: Vec<String> = ts
+                    .columns
+                    .keys()
+                    .filter(|c| !c.starts_with('_'))
+                    .cloned()
+                    .collect();
+                all.sort();
+                all
+            } else {
+                t.columns.clone()
+            };
+            let columns = wanted
                 .iter()
                 .filter(|c| *c != "_uuid")
                 .map(|c| (c.clone(), ts.columns[c].clone()))

@@ -55,22 +55,22 @@ pub fn decode(frame: &[u8], remote: &str) -> Result<Incoming, OvsdbError> {
         remote: remote.to_owned(),
         reason: format!("invalid JSON-RPC message: {e}"),
     })?;
-    let empty_params = || RawValue::from_string("[]".to_owned()).ok();
+    let params = |p: Option<Box<RawValue>>| match p {
+        Some(p) => Ok(p),
+        None => RawValue::from_string("[]".to_owned()).map_err(|e| OvsdbError::Protocol {
+            remote: remote.to_owned(),
+            reason: e.to_string(),
+        }),
+    };
     match (wire.method, wire.id) {
         (Some(method), Some(id)) if !id.is_null() => Ok(Incoming::Request {
             id,
             method,
-            params: wire
-                .params
-                .or_else(empty_params)
-                .ok_or(OvsdbError::Shutdown)?,
+            params: params(wire.params)?,
         }),
         (Some(method), _) => Ok(Incoming::Notification {
             method,
-            params: wire
-                .params
-                .or_else(empty_params)
-                .ok_or(OvsdbError::Shutdown)?,
+            params: params(wire.params)?,
         }),
         (None, Some(id)) => Ok(Incoming::Response {
             id,

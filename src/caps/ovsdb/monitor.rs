@@ -4,7 +4,6 @@
 //! compact [`Datum`]s: no intermediate `serde_json::Value`, and columns the client did not ask
 //! for are skipped without allocation.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::ops::MonitorCondition;
 use super::replica::TableMeta;
-use super::types::{Datum, DatumSeed, Interner, Uuid};
+use super::types::{Datum, DatumSeed, Interner, KeyStr, Uuid};
 use std::cell::RefCell;
 
 /// How one row changed, as the server said it.
@@ -115,7 +114,7 @@ impl<'de> Visitor<'de> for UpdatesSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(name) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(name) = map.next_key::<KeyStr<'de>>()? {
             match self.metas.iter().position(|m| *m.name == *name) {
                 Some(table) => {
                     let rows = map.next_value_seed(RowsSeed {
@@ -193,7 +192,7 @@ impl<'de> Visitor<'de> for RowUpdate2Seed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut change = None;
-        while let Some(kind) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(kind) = map.next_key::<KeyStr<'de>>()? {
             change = Some(match &*kind {
                 "initial" | "insert" => {
                     RowChange::Insert(map.next_value_seed(FullRowSeed(self.cols))?)
@@ -233,7 +232,7 @@ impl<'de> Visitor<'de> for RowUpdate1Seed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut has_old = false;
         let mut new = None;
-        while let Some(kind) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(kind) = map.next_key::<KeyStr<'de>>()? {
             match &*kind {
                 "old" => {
                     map.next_value::<IgnoredAny>()?;
@@ -270,7 +269,7 @@ impl<'de> Visitor<'de> for FullRowSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut values: Box<[Datum]> = self.0.meta.defaults().into();
-        while let Some(col) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(col) = map.next_key::<KeyStr<'de>>()? {
             match self.0.meta.column_index(&col) {
                 Some(idx) => values[idx as usize] = self.0.datum(idx, &mut map)?,
                 None => {
@@ -314,7 +313,7 @@ impl<'de> Visitor<'de> for ColumnsSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
-        while let Some(col) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(col) = map.next_key::<KeyStr<'de>>()? {
             match self.meta.column_index(&col) {
                 Some(idx) => out.push((idx, self.datum(idx, &mut map)?)),
                 None => {

@@ -494,6 +494,39 @@ impl Interner {
     }
 }
 
+/// A string that borrows from the input when it has no escapes. (serde's own `Cow<str>`
+/// always allocates, which for object keys and type tags was the largest decoding cost.)
+pub struct KeyStr<'de>(pub std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for KeyStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(KeyStr(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(KeyStr(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(KeyStr(std::borrow::Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl std::ops::Deref for KeyStr<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Strings up to this length are interned wherever they appear; map keys always are.
 const INTERN_MAX_LEN: usize = 16;
 
@@ -651,7 +684,7 @@ impl<'de> Visitor<'de> for TaggedVisitor<'_> {
         Ok(Tagged::Atom(Atom::String(self.ctx.string(v))))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tagged, A::Error> {
-        let tag: std::borrow::Cow<'de, str> = seq
+        let tag: KeyStr<'de> = seq
             .next_element()?
             .ok_or_else(|| de::Error::custom("empty array where an OVSDB value was expected"))?;
         let out = match &*tag {
