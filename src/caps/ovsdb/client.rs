@@ -120,7 +120,15 @@ pub enum BatchKind {
     Update,
 }
 
-/// The row changes of one server transaction (or one resync), in order.
+/// The row changes of one server transaction, or of one resync, delivered in the order the
+/// server committed them and only after the replica has applied them.
+///
+/// Rows inside one batch have no particular order (the server sends a set of row changes).
+/// When a session resumes (`monitor_cond_since` found the last transaction id), the server
+/// merges all the transactions missed while disconnected into one `Update` batch.
+///
+/// The event channel is unbounded so that no event is ever dropped: a driver must keep
+/// draining it.
 #[derive(Debug, Clone)]
 pub struct ChangeBatch {
     pub kind: BatchKind,
