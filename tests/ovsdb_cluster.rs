@@ -130,3 +130,64 @@ async fn leader_only_client_follows_failover_without_losing_updates() {
         N
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_cut_off_from_its_cluster_is_skipped() {
+    let mut cluster = Cluster::new(
+        NB_SCHEMA,
+        "OVN_Northbound",
+        &[(16690, 16691), (16692, 16693), (16694, 16695)],
+    );
+    cluster.wait_ready("OVN_Northbound");
+    // Leave member 2 alone: without a majority it is no longer connected to the cluster.
+    cluster.members[0].kill();
+    cluster.members[1].kill();
+    let lonely = cluster.members[2].tcp_remote();
+    // Raft needs a couple of election timeouts before the survivor admits it is cut off.
+    let start = Instant::now();
+    loop {
+        let out = run(
+            "ovsdb-client",
+            &[
+                "transact",
+                &lonely,
+                r#"["_Server",{"op":"select","table":"Database","where":[["name","==","OVN_Northbound"]],"columns":["connected"]}]"#,
+            ],
+        );
+        if out.contains("\"connected\":false") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "survivor never reported itself disconnected: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut cfg = ClientConfig::new(&lonely, "OVN_Northbound").unwrap();
+    cfg.backoff_initial = Duration::from_millis(50);
+    cfg.backoff_max = Duration::from_millis(300);
+    // Not leader-only: any member will do, as long as it is part of a working cluster.
+    let pending = tokio::spawn(OvsdbClient::connect(cfg, spec()));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !pending.is_finished(),
+        "client accepted a member that is not connected to its cluster"
+    );
+    // Quorum comes back: the member rejoins and the client gets its replica.
+    cluster.members[0].start();
+    let client = tokio::time::timeout(Duration::from_secs(40), pending)
+        .await
+        .expect("client did not connect after the cluster recovered")
+        .unwrap()
+        .expect("connect");
+    let stats = client.stats();
+    assert!(stats.servers_skipped >= 1, "{stats:?}");
+    assert!(
+        stats
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("not connected to its cluster"),
+        "{stats:?}"
+    );
+}

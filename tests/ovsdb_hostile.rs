@@ -56,6 +56,14 @@ async fn old_or_good(
     while let Some(msg) = read_msg(&mut sock, &mut split).await {
         let _ = seen.send(msg.clone());
         let id = msg["id"].clone();
+        if msg["params"][0] == "_Server" {
+            // Like a server without the _Server database.
+            let e = json!({"id": id, "result": null, "error": "unknown database"});
+            if !send(&mut sock, e).await {
+                return;
+            }
+            continue;
+        }
         if old
             && matches!(
                 msg["method"].as_str(),

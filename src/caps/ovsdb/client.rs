@@ -281,11 +281,15 @@ impl OvsdbClient {
                 Ok(e) => Err(e),
                 Err(_) => Err(OvsdbError::Shutdown),
             },
-            r = ready_rx.wait_for(|v| v.is_some()) => match r {
-                Ok(_) => Ok(client),
-                // The worker ended: it reports why through `fatal` before ending.
-                Err(_) => Err(fatal_rx.await.unwrap_or(OvsdbError::Shutdown)),
-            },
+            // Reduced to a bool at once: the watch guard must not live on (it is not Send).
+            ready = async { ready_rx.wait_for(|v| v.is_some()).await.is_ok() } => {
+                if ready {
+                    Ok(client)
+                } else {
+                    // The worker ended: it reports why through `fatal` before ending.
+                    Err(fatal_rx.await.unwrap_or(OvsdbError::Shutdown))
+                }
+            }
         }
     }
 
@@ -616,7 +620,9 @@ impl Worker {
         };
         let name = remote.to_string();
         // The server's view of the database: clustered? connected? leader?
-        if self.config.leader_only || self.config.remotes.len() > 1 {
+        // Always asked (as the OVS IDL does): even a single remote may be a cluster member
+        // that lost its cluster and serves stale data.
+        {
             let meta = server_database_meta();
             let req = json!({"Database": [{
                 "columns": ["name", "model", "connected", "leader", "index"],
@@ -630,7 +636,20 @@ impl Worker {
                     let mut server = Replica::new(vec![meta.clone()]);
                     let ups = parse_updates(&raw, &[meta], UpdateFormat::V2, &name, None)?;
                     server.resync(ups, &mut Vec::new());
-                    self.check_server(&server, &name)?;
+                    if let Err(e) = self.check_server(&server, &name) {
+                        return Err(match e {
+                            OvsdbError::NoSuchDatabase { db, remote, .. } => {
+                                let dbs = s.call("list_dbs", json!([])).await?;
+                                let dbs: Vec<String> = parse_raw(&dbs, &name, "list_dbs")?;
+                                OvsdbError::NoSuchDatabase {
+                                    db,
+                                    remote,
+                                    available: dbs.join(", "),
+                                }
+                            }
+                            other => other,
+                        });
+                    }
                     s.server = Some(server);
                 }
                 Err(OvsdbError::Rpc { error, .. }) if !self.config.leader_only => {
@@ -745,7 +764,11 @@ impl Worker {
             return Ok(());
         };
         let Some(row) = table.iter().find(|r| r.str("name") == self.config.db) else {
-            return Err(unusable(format!("it does not serve {}", self.config.db)));
+            return Err(OvsdbError::NoSuchDatabase {
+                db: self.config.db.clone(),
+                remote: remote.to_owned(),
+                available: String::new(),
+            });
         };
         if row.str("model") != "clustered" {
             return Ok(());
@@ -1108,4 +1131,17 @@ impl Worker {
 /// `name == system-id`).
 pub fn condition_eq(column: &str, value: impl Into<super::types::Datum>) -> MonitorCondition {
     MonitorCondition::Any(vec![Clause::eq(column, value)])
+}
+
+/// Compile-time check: the client and its futures can move between threads (drivers spawn them).
+#[allow(dead_code)]
+fn futures_are_send(c: &OvsdbClient, config: ClientConfig, spec: MonitorSpec) {
+    fn send<T: Send>(_: T) {}
+    fn sync<T: Sync>(_: &T) {}
+    sync(c);
+    send(OvsdbClient::connect(config, spec));
+    send(c.transact(Vec::new()));
+    send(c.set_condition("T", MonitorCondition::All));
+    send(c.call("echo", json!([])));
+    send(c.list_dbs());
 }
