@@ -264,6 +264,7 @@ impl OvsdbClient {
             conditions_changed: false,
             method: MonitorMethod::CondSince,
             max_index_seen: 0,
+            stale_rejections: 0,
             interner: RefCell::new(Interner::default()),
         };
         let task = tokio::spawn(worker.run());
@@ -413,6 +414,8 @@ struct Worker {
     method: MonitorMethod,
     /// Highest Raft log index seen, so a stale member is never used after a newer one.
     max_index_seen: i64,
+    /// Consecutive servers refused for a Raft index older than `max_index_seen`.
+    stale_rejections: usize,
     /// Shared copies of repeated strings (see [`Interner`]).
     interner: RefCell<Interner>,
 }
@@ -573,6 +576,16 @@ impl Worker {
                             .stats
                             .servers_skipped
                             .fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Every member older than what we saw: the cluster was rebuilt or restored
+                    // from backup, not merely lagging. Accept its history from now on.
+                    if self.stale_rejections >= 2 * order.len() {
+                        tracing::warn!(
+                            max_index_seen = self.max_index_seen,
+                            "all cluster members are older than the data seen before; accepting them"
+                        );
+                        self.max_index_seen = 0;
+                        self.stale_rejections = 0;
                     }
                     tracing::warn!(remote = %remote, error = %e, "OVSDB session ended");
                     self.record_failure(&e);
@@ -781,12 +794,14 @@ impl Worker {
         }
         if let Some(index) = row.int("index") {
             if index < self.max_index_seen {
+                self.stale_rejections += 1;
                 return Err(unusable(format!(
                     "its Raft index {index} is older than {} seen before",
                     self.max_index_seen
                 )));
             }
             self.max_index_seen = index;
+            self.stale_rejections = 0;
         }
         Ok(())
     }
