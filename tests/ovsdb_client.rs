@@ -354,6 +354,43 @@ async fn transact_round_trips_and_events_in_order() {
     assert_eq!((old.int("tag"), new.int("tag")), (Some(100), None));
     assert_eq!(new.map_get("options", "network_name"), Some("physnet1"));
 
+    // Renaming an indexed column moves the row in the index.
+    c.transact(vec![
+        Op::update("Logical_Switch_Port")
+            .where_uuid(lsp)
+            .set("name", "lp1-renamed"),
+    ])
+    .await
+    .unwrap();
+    let b = next_batch(&mut ev).await;
+    assert_eq!(b.changes[0].changed_columns(), vec!["name"]);
+    {
+        let r = c.replica();
+        let t = r.get_table("Logical_Switch_Port").unwrap();
+        assert_eq!(t.find_str("name", "lp1").unwrap().count(), 0);
+        assert_eq!(
+            t.find_str("name", "lp1-renamed")
+                .unwrap()
+                .next()
+                .unwrap()
+                .uuid(),
+            lsp
+        );
+        // A lookup on a column without an index is refused, not turned into a scan.
+        assert!(matches!(
+            t.find_str("type", "localnet"),
+            Err(OvsdbError::BadIndex { .. })
+        ));
+    }
+    c.transact(vec![
+        Op::update("Logical_Switch_Port")
+            .where_uuid(lsp)
+            .set("name", "lp1"),
+    ])
+    .await
+    .unwrap();
+    next_batch(&mut ev).await;
+
     // select and wait.
     let res = c
         .transact(vec![
