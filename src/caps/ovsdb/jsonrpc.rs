@@ -51,7 +51,12 @@ struct Wire {
 
 /// Decodes one framed message (public for benchmarks and tests).
 pub fn decode(frame: &[u8], remote: &str) -> Result<Incoming, OvsdbError> {
-    let wire: Wire = serde_json::from_slice(frame).map_err(|e| OvsdbError::Protocol {
+    // Validating UTF-8 once up front (std's fast path) lets serde_json skip it per string.
+    let text = std::str::from_utf8(frame).map_err(|e| OvsdbError::Protocol {
+        remote: remote.to_owned(),
+        reason: format!("message is not UTF-8: {e}"),
+    })?;
+    let wire: Wire = serde_json::from_str(text).map_err(|e| OvsdbError::Protocol {
         remote: remote.to_owned(),
         reason: format!("invalid JSON-RPC message: {e}"),
     })?;
