@@ -123,6 +123,10 @@ async fn schema_validation_names_missing_table_and_column() {
         .err()
         .expect("an unknown database must fail");
     assert!(matches!(err, OvsdbError::NoSuchDatabase { .. }), "{err}");
+    assert!(
+        err.to_string().contains("OVN_Southbound"),
+        "lists the served databases: {err}"
+    );
 }
 
 #[tokio::test]

@@ -649,20 +649,7 @@ impl Worker {
                     let mut server = Replica::new(vec![meta.clone()]);
                     let ups = parse_updates(&raw, &[meta], UpdateFormat::V2, &name, None)?;
                     server.resync(ups, &mut Vec::new());
-                    if let Err(e) = self.check_server(&server, &name) {
-                        return Err(match e {
-                            OvsdbError::NoSuchDatabase { db, remote, .. } => {
-                                let dbs = s.call("list_dbs", json!([])).await?;
-                                let dbs: Vec<String> = parse_raw(&dbs, &name, "list_dbs")?;
-                                OvsdbError::NoSuchDatabase {
-                                    db,
-                                    remote,
-                                    available: dbs.join(", "),
-                                }
-                            }
-                            other => other,
-                        });
-                    }
+                    self.check_server(&server, &name)?;
                     s.server = Some(server);
                 }
                 Err(OvsdbError::Rpc { error, .. }) if !self.config.leader_only => {
@@ -671,19 +658,19 @@ impl Worker {
                 Err(e) => return Err(e),
             }
         }
-        let schema_raw = s
-            .call("get_schema", json!([self.config.db]))
-            .await
-            .map_err(|e| match e {
-                OvsdbError::Rpc { error, .. } if error.contains("unknown database") => {
-                    OvsdbError::NoSuchDatabase {
-                        db: self.config.db.clone(),
-                        remote: name.clone(),
-                        available: "see list_dbs".into(),
-                    }
-                }
-                other => other,
-            })?;
+        let schema_raw = match s.call("get_schema", json!([self.config.db])).await {
+            Ok(raw) => raw,
+            Err(OvsdbError::Rpc { error, .. }) if error.contains("unknown database") => {
+                let dbs = s.call("list_dbs", json!([])).await?;
+                let dbs: Vec<String> = parse_raw(&dbs, &name, "list_dbs")?;
+                return Err(OvsdbError::NoSuchDatabase {
+                    db: self.config.db.clone(),
+                    remote: name,
+                    available: dbs.join(", "),
+                });
+            }
+            Err(e) => return Err(e),
+        };
         let schema_json: Value = parse_raw(&schema_raw, &name, "schema")?;
         let schema = DatabaseSchema::from_json(&schema_json, &name)?;
         let metas = self.validate(&schema)?;
@@ -777,11 +764,8 @@ impl Worker {
             return Ok(());
         };
         let Some(row) = table.iter().find(|r| r.str("name") == self.config.db) else {
-            return Err(OvsdbError::NoSuchDatabase {
-                db: self.config.db.clone(),
-                remote: remote.to_owned(),
-                available: String::new(),
-            });
+            // Not (yet) listed: `get_schema` decides whether the database exists.
+            return Ok(());
         };
         if row.str("model") != "clustered" {
             return Ok(());
