@@ -399,7 +399,7 @@ async fn main() {
     println!("| figure | value | target |");
     println!("|---|---|---|");
     println!(
-        "| load via transact (100 txns of 5000 inserts, server side) | {:.2} s | - |",
+        "| load via transact (transactions of 5000 inserts) | {:.2} s | - |",
         load_time.as_secs_f64()
     );
     println!("| monitor reply JSON size | {mb:.1} MB | - |");
