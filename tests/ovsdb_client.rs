@@ -123,6 +123,10 @@ async fn schema_validation_names_missing_table_and_column() {
         .err()
         .expect("an unknown database must fail");
     assert!(matches!(err, OvsdbError::NoSuchDatabase { .. }), "{err}");
+    assert!(
+        err.to_string().contains("OVN_Southbound"),
+        "lists the served databases: {err}"
+    );
 }
 
 #[tokio::test]
@@ -156,6 +160,8 @@ async fn the_agents_tables_and_columns_exist_in_the_installed_schemas() {
             &["name", "vips", "datapaths", "datapath_group"],
         ))
         .table(TableSpec::new("Logical_DP_Group", &["datapaths"]))
+        // No columns listed: all of them.
+        .table(TableSpec::new("Encap", &[]))
         .index("Port_Binding", "logical_port")
         .index("Port_Binding", "datapath")
         .index("Port_Binding", "chassis")
@@ -164,6 +170,16 @@ async fn the_agents_tables_and_columns_exist_in_the_installed_schemas() {
         .await
         .expect("SB columns the agent needs");
     assert_eq!(c.stats().sessions, 1);
+    {
+        let r = c.replica();
+        let encap = r.get_table("Encap").unwrap().meta().clone();
+        for col in ["ip", "type", "chassis_name", "options"] {
+            assert!(
+                encap.column_index(col).is_some(),
+                "Encap.{col} not monitored"
+            );
+        }
+    }
     assert_eq!(
         c.list_dbs().await.unwrap(),
         vec!["OVN_Southbound".to_owned(), "_Server".to_owned()]
@@ -341,6 +357,43 @@ async fn transact_round_trips_and_events_in_order() {
     assert_eq!((old.str("type"), new.str("type")), ("", "localnet"));
     assert_eq!((old.int("tag"), new.int("tag")), (Some(100), None));
     assert_eq!(new.map_get("options", "network_name"), Some("physnet1"));
+
+    // Renaming an indexed column moves the row in the index.
+    c.transact(vec![
+        Op::update("Logical_Switch_Port")
+            .where_uuid(lsp)
+            .set("name", "lp1-renamed"),
+    ])
+    .await
+    .unwrap();
+    let b = next_batch(&mut ev).await;
+    assert_eq!(b.changes[0].changed_columns(), vec!["name"]);
+    {
+        let r = c.replica();
+        let t = r.get_table("Logical_Switch_Port").unwrap();
+        assert_eq!(t.find_str("name", "lp1").unwrap().count(), 0);
+        assert_eq!(
+            t.find_str("name", "lp1-renamed")
+                .unwrap()
+                .next()
+                .unwrap()
+                .uuid(),
+            lsp
+        );
+        // A lookup on a column without an index is refused, not turned into a scan.
+        assert!(matches!(
+            t.find_str("type", "localnet"),
+            Err(OvsdbError::BadIndex { .. })
+        ));
+    }
+    c.transact(vec![
+        Op::update("Logical_Switch_Port")
+            .where_uuid(lsp)
+            .set("name", "lp1"),
+    ])
+    .await
+    .unwrap();
+    next_batch(&mut ev).await;
 
     // select and wait.
     let res = c

@@ -22,6 +22,8 @@ enum Mode {
     Truncated,
     Endless,
     Silent,
+    /// Knows only the original RFC 7047 `monitor` (no `monitor_cond*`).
+    Old,
 }
 
 async fn read_msg(sock: &mut TcpStream, split: &mut FrameSplitter) -> Option<Value> {
@@ -44,11 +46,60 @@ async fn send(sock: &mut TcpStream, v: Value) -> bool {
 
 /// Answers enough of the protocol for one table `T(name)`; after the monitor, sends an echo
 /// request and reports what the client sends (`seen`).
-async fn good(mut sock: TcpStream, seen: mpsc::UnboundedSender<Value>, answer_echo: bool) {
+async fn old_or_good(
+    mut sock: TcpStream,
+    seen: mpsc::UnboundedSender<Value>,
+    answer_echo: bool,
+    old: bool,
+) {
     let mut split = FrameSplitter::new(1 << 20);
     while let Some(msg) = read_msg(&mut sock, &mut split).await {
         let _ = seen.send(msg.clone());
         let id = msg["id"].clone();
+        if msg["params"][0] == "_Server" {
+            // Like a server without the _Server database.
+            let e = json!({"id": id, "result": null, "error": "unknown database"});
+            if !send(&mut sock, e).await {
+                return;
+            }
+            continue;
+        }
+        if old
+            && matches!(
+                msg["method"].as_str(),
+                Some("monitor_cond_since" | "monitor_cond")
+            )
+        {
+            if !send(
+                &mut sock,
+                json!({"id": id, "result": null, "error": "unknown method"}),
+            )
+            .await
+            {
+                return;
+            }
+            continue;
+        }
+        if msg["method"] == "monitor" {
+            let uuid = "7b1e0d1c-1111-4222-8333-944455556666";
+            let r = json!({"T": {uuid: {"new": {"name": "x"}}}});
+            let ok = send(&mut sock, json!({"id": id, "result": r, "error": null})).await;
+            let upd = json!({"T": {uuid: {"old": {"name": "x"}, "new": {"name": "y"}}}});
+            let ok = ok
+                && send(
+                    &mut sock,
+                    json!({"id": null, "method": "update", "params": [msg["params"][1], upd]}),
+                )
+                .await;
+            if !ok {
+                return;
+            }
+            continue;
+        }
+        if msg["method"] == "transact" && msg["params"][1]["op"] == "wait" {
+            // Never answer: the client is expected to cancel.
+            continue;
+        }
         let result = match msg["method"].as_str() {
             Some("get_schema") => json!({"name": "Fake", "version": "1.0.0",
                 "tables": {"T": {"columns": {"name": {"type": "string"}}}}}),
@@ -110,8 +161,9 @@ async fn fake(modes: Vec<Mode>) -> Fake {
             let e = e.clone();
             tokio::spawn(async move {
                 match mode {
-                    Mode::Good => good(sock, tx, true).await,
-                    Mode::Silent => good(sock, tx, false).await,
+                    Mode::Good => old_or_good(sock, tx, true, false).await,
+                    Mode::Silent => old_or_good(sock, tx, false, false).await,
+                    Mode::Old => old_or_good(sock, tx, true, true).await,
                     Mode::Garbage => {
                         let _ = sock
                             .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n<html>")
@@ -264,4 +316,67 @@ async fn answers_server_echo_and_probes_a_silent_server() {
             .unwrap_or_default()
             .contains("inactivity probe")
     );
+}
+
+#[tokio::test]
+async fn falls_back_to_plain_monitor_and_applies_v1_updates() {
+    let (c, _f) = connect_through(vec![Mode::Old]).await;
+    assert_eq!(c.stats().monitor_method, Some("monitor"));
+    let mut ev = c.events().unwrap();
+    let first = ev.recv().await.unwrap();
+    assert_eq!(first.kind, BatchKind::Initial);
+    assert_eq!(first.changes[0].new_row().unwrap().str("name"), "x");
+    let upd = tokio::time::timeout(Duration::from_secs(5), ev.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(upd.kind, BatchKind::Update);
+    let ch = &upd.changes[0];
+    assert_eq!(ch.changed_columns(), vec!["name"]);
+    assert_eq!(ch.old_row().unwrap().str("name"), "x");
+    assert_eq!(ch.new_row().unwrap().str("name"), "y");
+    // Conditions cannot be changed on a plain monitor: a clear error, the session stays.
+    let err = c
+        .set_condition("T", condition_eq("name", "y"))
+        .await
+        .expect_err("plain monitor");
+    assert!(err.to_string().contains("plain monitor"), "{err}");
+    assert!(c.is_connected());
+}
+
+#[tokio::test]
+async fn abandoned_transaction_is_cancelled() {
+    let f = fake(vec![Mode::Good]).await;
+    let mut cfg = config(&f.remote);
+    cfg.probe_interval = Some(Duration::from_millis(200));
+    let c = OvsdbClient::connect(cfg, spec()).await.unwrap();
+    let mut seen = f.seen;
+    let op = Op::wait("T", &["name"], vec![])
+        .where_eq("name", "never")
+        .timeout_ms(60_000);
+    // Give up after 100 ms: dropping the future must send `cancel` with the request id.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), c.transact(vec![op]))
+            .await
+            .is_err()
+    );
+    let mut txn_id = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let m = tokio::time::timeout_at(deadline, seen.recv())
+            .await
+            .expect("no cancel sent")
+            .unwrap();
+        if m["method"] == "transact" {
+            txn_id = Some(m["id"].clone());
+        }
+        if m["method"] == "cancel" {
+            assert_eq!(
+                Some(m["params"][0].clone()),
+                txn_id,
+                "cancel names the transaction"
+            );
+            break;
+        }
+    }
 }

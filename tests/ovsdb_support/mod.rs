@@ -225,6 +225,14 @@ impl OvsdbServer {
         self.child.is_some()
     }
 
+    /// Whether the process is still alive (not exited by itself).
+    pub fn alive(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
     /// Runs `ovsdb-client transact` against this server.
     pub fn transact(&self, json: &str) -> String {
         run("ovsdb-client", &["transact", &self.unix_remote(), json])

@@ -67,7 +67,7 @@ impl ClientConfig {
     }
 }
 
-/// One monitored table: the columns needed and which rows.
+/// One monitored table: the columns needed (empty = all columns) and which rows.
 #[derive(Debug, Clone)]
 pub struct TableSpec {
     pub name: String,
@@ -120,7 +120,15 @@ pub enum BatchKind {
     Update,
 }
 
-/// The row changes of one server transaction (or one resync), in order.
+/// The row changes of one server transaction, or of one resync, delivered in the order the
+/// server committed them and only after the replica has applied them.
+///
+/// Rows inside one batch have no particular order (the server sends a set of row changes).
+/// When a session resumes (`monitor_cond_since` found the last transaction id), the server
+/// merges all the transactions missed while disconnected into one `Update` batch.
+///
+/// The event channel is unbounded so that no event is ever dropped: a driver must keep
+/// draining it.
 #[derive(Debug, Clone)]
 pub struct ChangeBatch {
     pub kind: BatchKind,
@@ -256,6 +264,7 @@ impl OvsdbClient {
             conditions_changed: false,
             method: MonitorMethod::CondSince,
             max_index_seen: 0,
+            stale_rejections: 0,
             interner: RefCell::new(Interner::default()),
         };
         let task = tokio::spawn(worker.run());
@@ -273,13 +282,15 @@ impl OvsdbClient {
                 Ok(e) => Err(e),
                 Err(_) => Err(OvsdbError::Shutdown),
             },
-            // The watch guard is dropped at once (it is not `Send`), so that `connect` can be
-            // awaited from any task.
-            ready = async { ready_rx.wait_for(|v| v.is_some()).await.map(|_| ()) } => match ready {
-                Ok(()) => Ok(client),
-                // The worker ended: it reports why through `fatal` before ending.
-                Err(_) => Err(fatal_rx.await.unwrap_or(OvsdbError::Shutdown)),
-            },
+            // Reduced to a bool at once: the watch guard must not live on (it is not Send).
+            ready = async { ready_rx.wait_for(|v| v.is_some()).await.is_ok() } => {
+                if ready {
+                    Ok(client)
+                } else {
+                    // The worker ended: it reports why through `fatal` before ending.
+                    Err(fatal_rx.await.unwrap_or(OvsdbError::Shutdown))
+                }
+            }
         }
     }
 
@@ -403,6 +414,8 @@ struct Worker {
     method: MonitorMethod,
     /// Highest Raft log index seen, so a stale member is never used after a newer one.
     max_index_seen: i64,
+    /// Consecutive servers refused for a Raft index older than `max_index_seen`.
+    stale_rejections: usize,
     /// Shared copies of repeated strings (see [`Interner`]).
     interner: RefCell<Interner>,
 }
@@ -564,6 +577,16 @@ impl Worker {
                             .servers_skipped
                             .fetch_add(1, Ordering::Relaxed);
                     }
+                    // Every member older than what we saw: the cluster was rebuilt or restored
+                    // from backup, not merely lagging. Accept its history from now on.
+                    if self.stale_rejections >= 2 * order.len() {
+                        tracing::warn!(
+                            max_index_seen = self.max_index_seen,
+                            "all cluster members are older than the data seen before; accepting them"
+                        );
+                        self.max_index_seen = 0;
+                        self.stale_rejections = 0;
+                    }
                     tracing::warn!(remote = %remote, error = %e, "OVSDB session ended");
                     self.record_failure(&e);
                     if fatal && !self.synced_once {
@@ -610,7 +633,9 @@ impl Worker {
         };
         let name = remote.to_string();
         // The server's view of the database: clustered? connected? leader?
-        if self.config.leader_only || self.config.remotes.len() > 1 {
+        // Always asked (as the OVS IDL does): even a single remote may be a cluster member
+        // that lost its cluster and serves stale data.
+        {
             let meta = server_database_meta();
             let req = json!({"Database": [{
                 "columns": ["name", "model", "connected", "leader", "index"],
@@ -633,19 +658,19 @@ impl Worker {
                 Err(e) => return Err(e),
             }
         }
-        let schema_raw = s
-            .call("get_schema", json!([self.config.db]))
-            .await
-            .map_err(|e| match e {
-                OvsdbError::Rpc { error, .. } if error.contains("unknown database") => {
-                    OvsdbError::NoSuchDatabase {
-                        db: self.config.db.clone(),
-                        remote: name.clone(),
-                        available: "see list_dbs".into(),
-                    }
-                }
-                other => other,
-            })?;
+        let schema_raw = match s.call("get_schema", json!([self.config.db])).await {
+            Ok(raw) => raw,
+            Err(OvsdbError::Rpc { error, .. }) if error.contains("unknown database") => {
+                let dbs = s.call("list_dbs", json!([])).await?;
+                let dbs: Vec<String> = parse_raw(&dbs, &name, "list_dbs")?;
+                return Err(OvsdbError::NoSuchDatabase {
+                    db: self.config.db.clone(),
+                    remote: name,
+                    available: dbs.join(", "),
+                });
+            }
+            Err(e) => return Err(e),
+        };
         let schema_json: Value = parse_raw(&schema_raw, &name, "schema")?;
         let schema = DatabaseSchema::from_json(&schema_json, &name)?;
         let metas = self.validate(&schema)?;
@@ -739,7 +764,8 @@ impl Worker {
             return Ok(());
         };
         let Some(row) = table.iter().find(|r| r.str("name") == self.config.db) else {
-            return Err(unusable(format!("it does not serve {}", self.config.db)));
+            // Not (yet) listed: `get_schema` decides whether the database exists.
+            return Ok(());
         };
         if row.str("model") != "clustered" {
             return Ok(());
@@ -752,12 +778,14 @@ impl Worker {
         }
         if let Some(index) = row.int("index") {
             if index < self.max_index_seen {
+                self.stale_rejections += 1;
                 return Err(unusable(format!(
                     "its Raft index {index} is older than {} seen before",
                     self.max_index_seen
                 )));
             }
             self.max_index_seen = index;
+            self.stale_rejections = 0;
         }
         Ok(())
     }
@@ -768,8 +796,20 @@ impl Worker {
             let mut cols = t.columns.clone();
             cols.extend(t.condition.columns().map(str::to_owned));
             let ts = schema.check(&t.name, &cols)?;
-            let columns = t
-                .columns
+            // No columns listed: every column of the table (sorted, for a stable layout).
+            let wanted: Vec<String> = if t.columns.is_empty() {
+                let mut all: Vec<String> = ts
+                    .columns
+                    .keys()
+                    .filter(|c| !c.starts_with('_'))
+                    .cloned()
+                    .collect();
+                all.sort();
+                all
+            } else {
+                t.columns.clone()
+            };
+            let columns = wanted
                 .iter()
                 .filter(|c| *c != "_uuid")
                 .map(|c| (c.clone(), ts.columns[c].clone()))
@@ -1090,4 +1130,17 @@ impl Worker {
 /// `name == system-id`).
 pub fn condition_eq(column: &str, value: impl Into<super::types::Datum>) -> MonitorCondition {
     MonitorCondition::Any(vec![Clause::eq(column, value)])
+}
+
+/// Compile-time check: the client and its futures can move between threads (drivers spawn them).
+#[allow(dead_code)]
+fn futures_are_send(c: &OvsdbClient, config: ClientConfig, spec: MonitorSpec) {
+    fn send<T: Send>(_: T) {}
+    fn sync<T: Sync>(_: &T) {}
+    sync(c);
+    send(OvsdbClient::connect(config, spec));
+    send(c.transact(Vec::new()));
+    send(c.set_condition("T", MonitorCondition::All));
+    send(c.call("echo", json!([])));
+    send(c.list_dbs());
 }

@@ -104,7 +104,7 @@ impl FrameSplitter {
                     i += 1;
                 } else {
                     // Fast path: skip ordinary string bytes in bulk.
-                    match buf[i..end].iter().position(|&c| c == b'"' || c == b'\\') {
+                    match memchr::memchr2(b'"', b'\\', &buf[i..end]) {
                         None => i = end,
                         Some(off) => {
                             let pos = i + off;

@@ -51,26 +51,31 @@ struct Wire {
 
 /// Decodes one framed message (public for benchmarks and tests).
 pub fn decode(frame: &[u8], remote: &str) -> Result<Incoming, OvsdbError> {
-    let wire: Wire = serde_json::from_slice(frame).map_err(|e| OvsdbError::Protocol {
+    // Validating UTF-8 once up front (std's fast path) lets serde_json skip it per string.
+    let text = std::str::from_utf8(frame).map_err(|e| OvsdbError::Protocol {
+        remote: remote.to_owned(),
+        reason: format!("message is not UTF-8: {e}"),
+    })?;
+    let wire: Wire = serde_json::from_str(text).map_err(|e| OvsdbError::Protocol {
         remote: remote.to_owned(),
         reason: format!("invalid JSON-RPC message: {e}"),
     })?;
-    let empty_params = || RawValue::from_string("[]".to_owned()).ok();
+    let params = |p: Option<Box<RawValue>>| match p {
+        Some(p) => Ok(p),
+        None => RawValue::from_string("[]".to_owned()).map_err(|e| OvsdbError::Protocol {
+            remote: remote.to_owned(),
+            reason: e.to_string(),
+        }),
+    };
     match (wire.method, wire.id) {
         (Some(method), Some(id)) if !id.is_null() => Ok(Incoming::Request {
             id,
             method,
-            params: wire
-                .params
-                .or_else(empty_params)
-                .ok_or(OvsdbError::Shutdown)?,
+            params: params(wire.params)?,
         }),
         (Some(method), _) => Ok(Incoming::Notification {
             method,
-            params: wire
-                .params
-                .or_else(empty_params)
-                .ok_or(OvsdbError::Shutdown)?,
+            params: params(wire.params)?,
         }),
         (None, Some(id)) => Ok(Incoming::Response {
             id,

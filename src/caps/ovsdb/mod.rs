@@ -62,8 +62,24 @@
 //!   from the last transaction id, echo both ways, inactivity probe, requests, reconnect.
 //!
 //! The replica sits behind a `std::sync::RwLock` written only by the owner task, one short
-//! critical section per transaction; readers take [`ReplicaGuard`]s briefly. Events carry the
-//! `Arc<Row>`s, so a driver usually needs no replica lookup to react to a change.
+//! critical section per transaction (no table is ever cloned: an update replaces one
+//! `Arc<Row>` and touches only the indexes whose column changed). Readers take
+//! [`ReplicaGuard`]s briefly; the guard is not `Send`, so a spawned task cannot hold it across
+//! an `.await` — but a current-thread test or `block_on` future can, and would then block the
+//! owner task: read in a statement of its own. Events carry the `Arc<Row>`s (old and new), so a
+//! driver usually needs no replica lookup to react to a change.
+//!
+//! Semantics worth knowing:
+//! - Batches arrive in commit order; rows inside a batch have no order. A resumed session
+//!   delivers everything missed as one `Update` batch; a full re-download delivers one
+//!   [`BatchKind::Resync`] batch with only the rows that differ.
+//! - `_Server` is always consulted when the server has it: a clustered member that is not
+//!   connected to its cluster (or, with `leader_only`, not the leader, or older than data seen
+//!   before) is skipped, and a session ends when its member stops qualifying.
+//! - A condition change forces the next reconnect to download in full (the server's history
+//!   cannot replay rows that entered the condition while disconnected).
+//! - Columns holding at most one value (`min 0, max 1`) are replaced on `modify`; sets and maps
+//!   receive the difference (what OVS 3.1 sends).
 
 pub mod client;
 pub mod error;

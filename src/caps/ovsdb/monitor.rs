@@ -4,7 +4,6 @@
 //! compact [`Datum`]s: no intermediate `serde_json::Value`, and columns the client did not ask
 //! for are skipped without allocation.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::ops::MonitorCondition;
 use super::replica::TableMeta;
-use super::types::{Datum, DatumSeed, Interner, Uuid};
+use super::types::{Datum, DatumSeed, Interner, KeyStr, Uuid};
 use std::cell::RefCell;
 
 /// How one row changed, as the server said it.
@@ -21,11 +20,11 @@ use std::cell::RefCell;
 pub enum RowChange {
     /// A row that now exists (`initial`, `insert`, or v1 `new` without `old`); columns not
     /// listed have their default value.
-    Insert(Vec<(u16, Datum)>),
+    Insert(Box<[Datum]>),
     /// `update2` `modify`: per column, a difference to apply (sets/maps) or the new value.
     Diff(Vec<(u16, Datum)>),
-    /// v1 modification: the full new values of the listed columns.
-    Replace(Vec<(u16, Datum)>),
+    /// v1 modification: the full new row.
+    Replace(Box<[Datum]>),
     Delete,
 }
 
@@ -115,7 +114,7 @@ impl<'de> Visitor<'de> for UpdatesSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(name) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(name) = map.next_key::<KeyStr<'de>>()? {
             match self.metas.iter().position(|m| *m.name == *name) {
                 Some(table) => {
                     let rows = map.next_value_seed(RowsSeed {
@@ -193,9 +192,11 @@ impl<'de> Visitor<'de> for RowUpdate2Seed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut change = None;
-        while let Some(kind) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(kind) = map.next_key::<KeyStr<'de>>()? {
             change = Some(match &*kind {
-                "initial" | "insert" => RowChange::Insert(map.next_value_seed(self.cols)?),
+                "initial" | "insert" => {
+                    RowChange::Insert(map.next_value_seed(FullRowSeed(self.cols))?)
+                }
                 "modify" => RowChange::Diff(map.next_value_seed(self.cols)?),
                 "delete" => {
                     map.next_value::<IgnoredAny>()?;
@@ -231,13 +232,13 @@ impl<'de> Visitor<'de> for RowUpdate1Seed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut has_old = false;
         let mut new = None;
-        while let Some(kind) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(kind) = map.next_key::<KeyStr<'de>>()? {
             match &*kind {
                 "old" => {
                     map.next_value::<IgnoredAny>()?;
                     has_old = true;
                 }
-                "new" => new = Some(map.next_value_seed(self.cols)?),
+                "new" => new = Some(map.next_value_seed(FullRowSeed(self.cols))?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -251,10 +252,51 @@ impl<'de> Visitor<'de> for RowUpdate1Seed<'_> {
     }
 }
 
+/// Decodes a complete row straight into its value array (columns not sent keep defaults).
+struct FullRowSeed<'a>(ColumnsSeed<'a>);
+
+impl<'de> DeserializeSeed<'de> for FullRowSeed<'_> {
+    type Value = Box<[Datum]>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FullRowSeed<'_> {
+    type Value = Box<[Datum]>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("OVSDB row object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut values: Box<[Datum]> = self.0.meta.defaults().into();
+        while let Some(col) = map.next_key::<KeyStr<'de>>()? {
+            match self.0.meta.column_index(&col) {
+                Some(idx) => values[idx as usize] = self.0.datum(idx, &mut map)?,
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(values)
+    }
+}
+
 #[derive(Clone, Copy)]
 struct ColumnsSeed<'a> {
     meta: &'a TableMeta,
     interner: Option<&'a RefCell<Interner>>,
+}
+
+impl ColumnsSeed<'_> {
+    fn datum<'de, A: MapAccess<'de>>(&self, idx: u16, map: &mut A) -> Result<Datum, A::Error> {
+        use super::schema::AtomicType::Real;
+        let mut d: Datum = map.next_value_seed(DatumSeed(self.interner))?;
+        let ty = &self.meta.types[idx as usize];
+        if ty.key == Real || ty.value == Some(Real) {
+            d.coerce_reals(ty.key == Real, ty.value == Some(Real));
+        }
+        Ok(d)
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for ColumnsSeed<'_> {
@@ -271,21 +313,9 @@ impl<'de> Visitor<'de> for ColumnsSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
-        while let Some(col) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(col) = map.next_key::<KeyStr<'de>>()? {
             match self.meta.column_index(&col) {
-                Some(idx) => {
-                    let mut d: Datum = map.next_value_seed(DatumSeed(self.interner))?;
-                    let ty = &self.meta.types[idx as usize];
-                    if ty.key == super::schema::AtomicType::Real
-                        || ty.value == Some(super::schema::AtomicType::Real)
-                    {
-                        d.coerce_reals(
-                            ty.key == super::schema::AtomicType::Real,
-                            ty.value == Some(super::schema::AtomicType::Real),
-                        );
-                    }
-                    out.push((idx, d));
-                }
+                Some(idx) => out.push((idx, self.datum(idx, &mut map)?)),
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }

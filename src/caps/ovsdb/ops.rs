@@ -1,13 +1,15 @@
 //! Transaction operations (RFC 7047 section 5.2) and conditions, with typed builders.
 //!
-//! ```ignore
+//! ```
+//! use ovn_bgp_agent::caps::ovsdb::{Atom, Datum, Mutator, Op};
 //! let ops = vec![
 //!     Op::insert("Logical_Switch").uuid_name("ls").set("name", "sw0"),
 //!     Op::update("Port_Binding").where_eq("logical_port", "lp1").set("up", true),
 //!     Op::mutate("Logical_Switch").where_eq("name", "sw0")
-//!         .mutate("ports", Mutator::Insert, Datum::Atom(Atom::NamedUuid("lsp".into()))),
+//!         .mutation("ports", Mutator::Insert, Datum::Atom(Atom::NamedUuid("ls".into()))),
 //!     Op::comment("agent test"),
 //! ];
+//! assert_eq!(ops[0].to_json()["uuid-name"], "ls");
 //! ```
 
 use serde_json::{Value, json};

@@ -86,6 +86,11 @@ impl TableMeta {
             types: cols.into_iter().map(|(_, t)| t).collect(),
         }
     }
+    /// Default value of every column, in column order.
+    pub fn defaults(&self) -> &[Datum] {
+        &self.defaults
+    }
+
     pub fn column_index(&self, name: &str) -> Option<u16> {
         // Monitored tables have a handful of columns: comparing strings beats hashing them.
         if self.columns.len() <= 32 {
@@ -182,7 +187,7 @@ enum Postings {
 /// An index on one column: atom value -> rows holding it (every element of a set column).
 struct ColumnIndex {
     column: u16,
-    postings: HashMap<Atom, Postings>,
+    postings: HashMap<Atom, Postings, foldhash::fast::RandomState>,
 }
 
 impl ColumnIndex {
@@ -337,16 +342,20 @@ impl Table {
         Some(old)
     }
 
-    fn build_row(&self, uuid: Uuid, cols: Vec<(u16, Datum)>) -> Row {
-        let mut values = self.meta.defaults.clone();
-        for (i, d) in cols {
-            values[i as usize] = d;
-        }
+    fn build_row(&self, uuid: Uuid, values: Box<[Datum]>) -> Row {
         Row {
             meta: self.meta.clone(),
             uuid,
             values,
         }
+    }
+
+    fn row_from_columns(&self, uuid: Uuid, cols: Vec<(u16, Datum)>) -> Row {
+        let mut values = self.meta.defaults.clone();
+        for (i, d) in cols {
+            values[i as usize] = d;
+        }
+        self.build_row(uuid, values)
     }
 }
 
@@ -455,7 +464,7 @@ impl Replica {
         if !t.indexes.iter().any(|i| i.column == col) {
             let mut idx = ColumnIndex {
                 column: col,
-                postings: HashMap::new(),
+                postings: HashMap::default(),
             };
             for row in t.rows.values() {
                 idx.insert_row(row);
@@ -503,13 +512,13 @@ impl Replica {
                         }
                         continue;
                     }
-                    RowChange::Insert(cols) => t.build_row(uuid, cols),
-                    RowChange::Diff(cols) | RowChange::Replace(cols)
-                        if !t.rows.contains_key(&uuid) =>
-                    {
+                    RowChange::Insert(values) | RowChange::Replace(values) => {
+                        t.build_row(uuid, values)
+                    }
+                    RowChange::Diff(cols) if !t.rows.contains_key(&uuid) => {
                         // A modify for a row we do not have (should not happen): treat the
                         // columns as the row's content so nothing is lost.
-                        t.build_row(uuid, cols)
+                        t.row_from_columns(uuid, cols)
                     }
                     RowChange::Diff(cols) => {
                         let Some(old) = t.rows.get(&uuid) else {
@@ -526,20 +535,6 @@ impl Replica {
                             } else {
                                 d
                             };
-                        }
-                        Row {
-                            meta: t.meta.clone(),
-                            uuid,
-                            values,
-                        }
-                    }
-                    RowChange::Replace(cols) => {
-                        let Some(old) = t.rows.get(&uuid) else {
-                            continue;
-                        };
-                        let mut values = old.values.clone();
-                        for (i, d) in cols {
-                            values[i as usize] = d;
                         }
                         Row {
                             meta: t.meta.clone(),
@@ -585,12 +580,12 @@ impl Replica {
             let t = &mut self.tables[tu.table];
             t.rows.reserve(tu.rows.len().saturating_sub(t.rows.len()));
             for (uuid, change) in tu.rows {
-                let cols = match change {
-                    RowChange::Insert(c) | RowChange::Replace(c) | RowChange::Diff(c) => c,
+                let row = match change {
+                    RowChange::Insert(v) | RowChange::Replace(v) => t.build_row(uuid, v),
+                    RowChange::Diff(c) => t.row_from_columns(uuid, c),
                     RowChange::Delete => continue,
                 };
                 seen[tu.table].insert(uuid);
-                let row = t.build_row(uuid, cols);
                 Self::store(t, row, out);
             }
         }

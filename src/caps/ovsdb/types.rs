@@ -459,7 +459,9 @@ impl<'de> Deserialize<'de> for Uuid {
 /// hostile or churning database cannot grow it without limit.
 #[derive(Debug)]
 pub struct Interner {
-    set: std::collections::HashSet<Arc<str>>,
+    // foldhash: fast and seeded per process, so tenant-chosen strings cannot be crafted to
+    // collide.
+    set: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
     cap: usize,
 }
 
@@ -489,6 +491,39 @@ impl Interner {
     }
     pub fn is_empty(&self) -> bool {
         self.set.is_empty()
+    }
+}
+
+/// A string that borrows from the input when it has no escapes. (serde's own `Cow<str>`
+/// always allocates, which for object keys and type tags was the largest decoding cost.)
+pub struct KeyStr<'de>(pub std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for KeyStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(KeyStr(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(KeyStr(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(KeyStr(std::borrow::Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl std::ops::Deref for KeyStr<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
     }
 }
 
@@ -550,7 +585,7 @@ impl<'de> Visitor<'de> for AtomSeq<'_> {
         f.write_str("an array of OVSDB atoms")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Atom>, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        let mut out = Vec::new();
         while let Some(a) = seq.next_element_seed(AtomSeed(self.0))? {
             out.push(a);
         }
@@ -598,11 +633,26 @@ impl<'de> Visitor<'de> for PairSeq<'_> {
         f.write_str("an array of map pairs")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-        while let Some(p) = seq.next_element_seed(PairSeed(self.0))? {
-            out.push(p);
+        // Collect in a reused scratch buffer, then allocate the map once at its exact size.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<(Atom, Atom)>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        Ok(out)
+        let mut buf = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        buf.clear();
+        let result = loop {
+            match seq.next_element_seed(PairSeed(self.0)) {
+                Ok(Some(p)) => buf.push(p),
+                Ok(None) => {
+                    let mut exact = Vec::with_capacity(buf.len());
+                    exact.append(&mut buf);
+                    break Ok(exact);
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        buf.clear();
+        SCRATCH.with(|s| *s.borrow_mut() = buf);
+        result
     }
 }
 
@@ -634,7 +684,7 @@ impl<'de> Visitor<'de> for TaggedVisitor<'_> {
         Ok(Tagged::Atom(Atom::String(self.ctx.string(v))))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tagged, A::Error> {
-        let tag: std::borrow::Cow<'de, str> = seq
+        let tag: KeyStr<'de> = seq
             .next_element()?
             .ok_or_else(|| de::Error::custom("empty array where an OVSDB value was expected"))?;
         let out = match &*tag {
