@@ -12,6 +12,11 @@
 #   LAB_NB_TCP_PORT   NB ovsdb-server TCP port on 127.0.0.1 (default 16641)
 #   LAB_SB_TCP_PORT   SB ovsdb-server TCP port on 127.0.0.1 (default 16642)
 #   LAB_TIMEOUT       seconds each wait may take            (default 30)
+#   LAB_KERNEL        stand-in (default): the agent uses a bridge for bgp-vrf and an ifb for
+#                     bgp-nic, OVS the userspace datapath, FRR a bgp-nic route-map; full: the
+#                     production path (kernel vrf, dummy, 8021q, openvswitch needed; the VM tier)
+#   LAB_PROVIDER_VLAN empty (default): flat provider network; 1-4094: VLAN provider network
+#                     (localnet port tag), so the agent creates br-ex.<id> (needs 8021q)
 
 LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
 # One spelling per lab: down.sh recognises the lab's processes by "$LAB_DIR/" in their command line.
@@ -21,6 +26,8 @@ LAB_NS_PREFIX=${LAB_NS_PREFIX:-lab-}
 LAB_NB_TCP_PORT=${LAB_NB_TCP_PORT:-16641}
 LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16642}
 LAB_TIMEOUT=${LAB_TIMEOUT:-30}
+LAB_KERNEL=${LAB_KERNEL:-stand-in}
+LAB_PROVIDER_VLAN=${LAB_PROVIDER_VLAN:-}
 
 # A file only up.sh creates: down.sh removes $LAB_DIR only if it carries this marker.
 LAB_MARKER=.ovn-bgp-lab

@@ -24,6 +24,17 @@ step() {
 ((${#LAB_DIR} <= 64)) || die "LAB_DIR is too long for unix socket paths (${#LAB_DIR} > 64 chars): $LAB_DIR"
 [[ $LAB_DIR = /* ]] || die "LAB_DIR must be an absolute path: $LAB_DIR"
 [[ $LAB_NS_PREFIX =~ ^[a-zA-Z0-9_.-]{1,16}$ ]] || die "LAB_NS_PREFIX must be 1-16 of [a-zA-Z0-9_.-]: $LAB_NS_PREFIX"
+case $LAB_KERNEL in
+    # The default: what this CI machine's kernel can do (no vrf, dummy, 8021q, openvswitch).
+    stand-in) OVS_DATAPATH=netdev ;;
+    # The production path: OVS kernel datapath, the agent's defaults (vrf + dummy), FRR without
+    # the stand-in route-maps (the agent's leak-VRF configuration carries the routes).
+    full) OVS_DATAPATH=system ;;
+    *) die "LAB_KERNEL must be stand-in or full, got '$LAB_KERNEL'" ;;
+esac
+if [[ -n $LAB_PROVIDER_VLAN ]] && ! { [[ $LAB_PROVIDER_VLAN =~ ^[1-9][0-9]{0,3}$ ]] && ((LAB_PROVIDER_VLAN <= 4094)); }; then
+    die "LAB_PROVIDER_VLAN must be a VLAN id 1-4094 (or empty for a flat network), got '$LAB_PROVIDER_VLAN'"
+fi
 
 # start_daemon NAME LOGFILE COMMAND...: run a self-daemonizing COMMAND; its output before it
 # detaches goes to <LOGFILE without .log>.startup.log; on failure show both logs and stop.
@@ -50,7 +61,13 @@ if ((need_install)); then
     apt-get update
     apt-get install -y openvswitch-switch ovn-central ovn-host frr iproute2
 fi
-modprobe ifb 2>/dev/null || true
+if [[ $LAB_KERNEL = full ]]; then
+    # What the openvswitch-switch service does before ovs-vswitchd starts. vrf, dummy and 8021q are
+    # left to the kernel's on-demand loading: the agent must cope with that as in production.
+    modprobe openvswitch || die "LAB_KERNEL=full needs the openvswitch kernel module (modprobe openvswitch failed)"
+else
+    modprobe ifb 2>/dev/null || true
+fi
 
 # ---------------------------------------------------------------------------------------------
 if [[ -e $LAB_DIR ]]; then
@@ -79,6 +96,8 @@ mkdir -p "$OVN_DIR" "$OVS_DIR" "$VTY_CHASSIS" "$VTY_TOR"
 cat >"$LAB_ENV" <<EOF
 LAB_DIR=$LAB_DIR
 LAB_NS_PREFIX=$LAB_NS_PREFIX
+LAB_KERNEL=$LAB_KERNEL
+LAB_PROVIDER_VLAN=$LAB_PROVIDER_VLAN
 EOF
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +147,7 @@ start_daemon ovn-northd "$OVN_DIR/ovn-northd.log" \
     --unixctl="$OVN_DIR/ovn-northd.ctl" --ovnnb-db="unix:$NB_SOCK" --ovnsb-db="unix:$SB_SOCK"
 
 # ---------------------------------------------------------------------------------------------
-step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, userspace datapath)"
+step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, datapath $OVS_DATAPATH)"
 ovsdb-tool create "$OVS_DB" /usr/share/openvswitch/vswitch.ovsschema
 start_daemon "ovsdb-server (conf.db)" "$OVS_DIR/ovsdb-server.log" \
     ovsdb-server "$OVS_DB" --detach --no-chdir \
@@ -142,17 +161,19 @@ vsctl --no-wait set Open_vSwitch . \
     external_ids:ovn-encap-type=geneve \
     "external_ids:ovn-encap-ip=$CHASSIS_IP4" \
     external_ids:ovn-bridge-mappings=public:br-ex \
-    external_ids:ovn-bridge-datapath-type=netdev
+    "external_ids:ovn-bridge-datapath-type=$OVS_DATAPATH"
 start_daemon ovs-vswitchd "$OVS_DIR/ovs-vswitchd.log" \
     ip netns exec "$NS_CHASSIS" ovs-vswitchd "unix:$OVS_SOCK" --detach --no-chdir \
     --pidfile="$OVS_DIR/ovs-vswitchd.pid" --log-file="$OVS_DIR/ovs-vswitchd.log" \
     --unixctl="$OVS_DIR/ovs-vswitchd.ctl"
 
-step "creating br-int and br-ex (datapath_type=netdev)"
-# Without --no-wait, ovs-vsctl returns once ovs-vswitchd has created the bridges.
+step "creating br-int and br-ex (datapath_type=$OVS_DATAPATH)"
+# Without --no-wait, ovs-vsctl returns once ovs-vswitchd has created the bridges. With the kernel
+# datapath (system) the bridges and internal ports are openvswitch netdevs of the datapath
+# ovs-system in $NS_CHASSIS (the netns ovs-vswitchd runs in); with netdev they are tap devices there.
 vsctl -- --may-exist add-br br-int \
-    -- set Bridge br-int datapath_type=netdev fail_mode=secure other_config:disable-in-band=true \
-    -- --may-exist add-br br-ex -- set Bridge br-ex datapath_type=netdev ||
+    -- set Bridge br-int "datapath_type=$OVS_DATAPATH" fail_mode=secure other_config:disable-in-band=true \
+    -- --may-exist add-br br-ex -- set Bridge br-ex "datapath_type=$OVS_DATAPATH" ||
     die_with_log "ovs-vswitchd did not create the bridges" "$OVS_DIR/ovs-vswitchd.log"
 ip -n "$NS_CHASSIS" link set br-ex up
 
@@ -184,15 +205,13 @@ write_frr_configs() {
     local bgp_nic_only='route-map lab-bgp-nic-only permit 10
  match interface bgp-nic
 exit'
-    cat >"$chassis/zebra.conf" <<EOF
-frr defaults traditional
-hostname ${NS_CHASSIS}
-log timestamp precision 3
+    # The stand-in's extra operator lines (LAB_KERNEL=stand-in only); none with a real VRF.
+    local zebra_stand_in="" redistribute4="" redistribute6=""
+    if [[ $LAB_KERNEL = stand-in ]]; then
+        zebra_stand_in="$bgp_nic_only
 !
-$bgp_nic_only
-!
-! Table $BGP_VRF_TABLE_ID is imported without its default route: the agent puts an "unreachable
-! default" there, which would otherwise beat the default route learned from the ToR. (Imported
+! Table $BGP_VRF_TABLE_ID is imported without its default route: the agent puts an \"unreachable
+! default\" there, which would otherwise beat the default route learned from the ToR. (Imported
 ! routes are also installed in the main table; they only ever point at bgp-nic.)
 ip prefix-list lab-default-route seq 5 permit 0.0.0.0/0
 route-map lab-table-import deny 5
@@ -201,7 +220,19 @@ exit
 route-map lab-table-import permit 10
 exit
 ip import-table $BGP_VRF_TABLE_ID route-map lab-table-import
+!"
+        redistribute4="
+  redistribute connected route-map lab-bgp-nic-only
+  redistribute table ${BGP_VRF_TABLE_ID} route-map lab-bgp-nic-only"
+        redistribute6="
+  redistribute connected route-map lab-bgp-nic-only"
+    fi
+    cat >"$chassis/zebra.conf" <<EOF
+frr defaults traditional
+hostname ${NS_CHASSIS}
+log timestamp precision 3
 !
+$zebra_stand_in
 ip nht resolve-via-default
 EOF
     cat >"$chassis/bgpd.conf" <<EOF
@@ -209,8 +240,8 @@ frr defaults traditional
 hostname ${NS_CHASSIS}
 log timestamp precision 3
 !
-$bgp_nic_only
-!
+${zebra_stand_in:+$bgp_nic_only
+!}
 router bgp ${CHASSIS_AS}
  bgp router-id ${CHASSIS_IP4}
  bgp log-neighbor-changes
@@ -223,14 +254,11 @@ router bgp ${CHASSIS_AS}
  neighbor uplink advertisement-interval 0
  neighbor ${TOR_IP4} peer-group uplink
  !
- address-family ipv4 unicast
-  redistribute connected route-map lab-bgp-nic-only
-  redistribute table ${BGP_VRF_TABLE_ID} route-map lab-bgp-nic-only
+ address-family ipv4 unicast${redistribute4}
   neighbor uplink activate
  exit-address-family
  !
- address-family ipv6 unicast
-  redistribute connected route-map lab-bgp-nic-only
+ address-family ipv6 unicast${redistribute6}
   neighbor uplink activate
  exit-address-family
 exit
@@ -316,6 +344,7 @@ nbctl \
     -- lsp-set-type "provnet-$SEG_PUBLIC_ID" localnet \
     -- lsp-set-addresses "provnet-$SEG_PUBLIC_ID" unknown \
     -- lsp-set-options "provnet-$SEG_PUBLIC_ID" network_name=public mcast_flood=false mcast_flood_reports=true \
+    ${LAB_PROVIDER_VLAN:+-- set Logical_Switch_Port "provnet-$SEG_PUBLIC_ID" "tag=$LAB_PROVIDER_VLAN"} \
     -- ls-add "$PRIVATE_LS" \
     -- set Logical_Switch "$PRIVATE_LS" "$(ext neutron:network_name private)" "$(ext neutron:mtu 1442)" \
     "$(ext neutron:revision_number 1)" \
@@ -427,6 +456,13 @@ cat >"$RT_TABLES" <<'EOF'
 # local
 #
 EOF
+if [[ $LAB_KERNEL = stand-in ]]; then
+    linux_device_kinds='# This kernel has no vrf/dummy modules: bgp-vrf is a bridge, bgp-nic an ifb (see scripts/lab/README.md).
+vrf_device_kind = bridge
+nic_device_kind = ifb'
+else
+    linux_device_kinds='# LAB_KERNEL=full: the defaults, bgp-vrf a real VRF and bgp-nic a dummy.'
+fi
 cat >"$AGENT_CONF" <<EOF
 # ovn-bgp-agent configuration for the lab in $LAB_DIR (upstream bgp-agent.conf format).
 [DEFAULT]
@@ -453,9 +489,7 @@ vty_socket_dir = $VTY_CHASSIS
 ovs_rundir = $OVS_DIR
 
 [linux]
-# This kernel has no vrf/dummy modules: bgp-vrf is a bridge, bgp-nic an ifb (see scripts/lab/README.md).
-vrf_device_kind = bridge
-nic_device_kind = ifb
+$linux_device_kinds
 netns = $NS_CHASSIS
 rt_tables_path = $RT_TABLES
 EOF

@@ -44,12 +44,19 @@ pub struct Lab {
     up_duration: Duration,
     up_output: String,
     down_done: bool,
+    /// Extra environment for up.sh (e.g. `LAB_KERNEL=full`), kept for [`Lab::rerun_up`].
+    up_env: Vec<(String, String)>,
 }
 
 impl Lab {
     /// Runs `scripts/lab/up.sh` for a fresh lab and returns once it reported success.
     /// Panics (after tearing down whatever was started) with up.sh's output if it fails.
     pub fn start() -> Lab {
+        Self::start_with_env(&[])
+    }
+
+    /// [`Lab::start`] with extra environment for up.sh, e.g. `[("LAB_KERNEL", "full")]`.
+    pub fn start_with_env(up_env: &[(&str, &str)]) -> Lab {
         let n = LAB_COUNTER.fetch_add(1, Ordering::SeqCst);
         assert!(
             n < MAX_LABS_PER_PROCESS,
@@ -65,6 +72,10 @@ impl Lab {
             up_duration: Duration::ZERO,
             up_output: String::new(),
             down_done: false,
+            up_env: up_env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         };
         lab.run_up();
         lab
@@ -81,6 +92,7 @@ impl Lab {
             .script("up.sh")
             .env("LAB_NB_TCP_PORT", self.nb_tcp_port.to_string())
             .env("LAB_SB_TCP_PORT", (self.nb_tcp_port + 1).to_string())
+            .envs(self.up_env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("cannot execute scripts/lab/up.sh");
         self.up_duration = started.elapsed();
