@@ -351,9 +351,13 @@ mod production_path {
         "FRR restart: the leak configuration and every route are back at the ToR",
     ];
 
+    /// When the in-VM half started: each PASS line says how far in it is.
+    static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
     fn pass(check: &str) {
         assert!(CHECKS.contains(&check), "unlisted check {check}");
-        println!("PASS: {check}");
+        let at = STARTED.get_or_init(Instant::now).elapsed().as_secs_f32();
+        println!("PASS: {check} (at {at:.1} s)");
     }
 
     /// How much slower than the host this VM is (run.sh exports it; 1 outside the VM tier).
@@ -412,6 +416,24 @@ mod production_path {
         v[&chassis_ip]["messageStats"]["updatesRecv"]
             .as_u64()
             .expect("updatesRecv in show bgp neighbors json")
+    }
+
+    /// The ToR's UPDATE count from the chassis once it stayed the same for 3 s (the rebind's
+    /// UPDATEs may still be on their way).
+    fn settled_updates_received_from_chassis(lab: &Lab) -> u64 {
+        let mut last = updates_received_from_chassis(lab);
+        wait_for("the ToR's UPDATE count to settle", scaled(3), || {
+            std::thread::sleep(Duration::from_secs(3));
+            let now = updates_received_from_chassis(lab);
+            let settled = now == last;
+            last = now;
+            if settled {
+                Ok(())
+            } else {
+                Err(format!("{now} UPDATEs"))
+            }
+        });
+        last
     }
 
     fn ovs(lab: &Lab, tool: &str, args: &[&str]) -> String {
@@ -533,7 +555,7 @@ mod production_path {
         );
         let scale = time_scale();
         let lab_timeout = (15 * scale).to_string();
-        let started = Instant::now();
+        let started = *STARTED.get_or_init(Instant::now);
         let lab = Lab::start_with_env(&[
             ("LAB_KERNEL", "full"),
             ("LAB_PROVIDER_VLAN", PROVIDER_VLAN),
@@ -722,8 +744,7 @@ mod production_path {
         pass("rebinding exposes it again");
 
         // Agent restart: nothing withdrawn and re-added, so not a single UPDATE at the ToR.
-        std::thread::sleep(scaled(1)); // let BGP settle after the rebind
-        let before = updates_received_from_chassis(&lab);
+        let before = settled_updates_received_from_chassis(&lab);
         let starts_before = agent.log().matches("reason=\"start\"").count();
         agent.restart();
         wait_for("the restarted agent's first reconcile", scaled(8), || {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bring up a complete ovn-bgp-agent lab on this machine, from nothing:
-#   OVN NB+SB ovsdb-servers, ovn-northd, a local OVS (userspace datapath, br-int + br-ex),
+#   OVN NB+SB ovsdb-servers, ovn-northd, a local OVS (br-int + br-ex; userspace datapath, or the
+#   kernel datapath with LAB_KERNEL=full),
 #   ovn-controller, two FRR instances (chassis AS 64999, ToR AS 65000) in two network namespaces
 #   peering over a veth pair, and a Neutron-shaped topology bound on the chassis.
 # Writes $LAB_DIR/bgp-agent.conf for the agent and $LAB_DIR/lab.env (KEY=VALUE) for tests.
