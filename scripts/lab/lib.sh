@@ -15,6 +15,11 @@
 #   LAB_SB_CLUSTER    0: one SB ovsdb-server; 3: SB as a 3-member RAFT cluster (default 0)
 #   LAB_SB_CLUSTER_PORT_BASE  first of the 6 TCP ports (127.0.0.1) of the cluster (default 16720):
 #                     member N listens for clients on BASE+2(N-1) and for RAFT on BASE+2(N-1)+1
+#   LAB_KERNEL        stand-in (default): the agent uses a bridge for bgp-vrf and an ifb for
+#                     bgp-nic, OVS the userspace datapath, FRR a bgp-nic route-map; full: the
+#                     production path (kernel vrf, dummy, 8021q, openvswitch needed; the VM tier)
+#   LAB_PROVIDER_VLAN empty (default): flat provider network; 1-4094: VLAN provider network
+#                     (localnet port tag), so the agent creates br-ex.<id> (needs 8021q)
 
 LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
 # One spelling per lab: down.sh recognises the lab's processes by "$LAB_DIR/" in their command line.
@@ -26,6 +31,8 @@ LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16642}
 LAB_TIMEOUT=${LAB_TIMEOUT:-30}
 LAB_SB_CLUSTER=${LAB_SB_CLUSTER:-0}
 LAB_SB_CLUSTER_PORT_BASE=${LAB_SB_CLUSTER_PORT_BASE:-16720}
+LAB_KERNEL=${LAB_KERNEL:-stand-in}
+LAB_PROVIDER_VLAN=${LAB_PROVIDER_VLAN:-}
 
 # A file only up.sh creates: down.sh removes $LAB_DIR only if it carries this marker.
 LAB_MARKER=.ovn-bgp-lab

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bring up a complete ovn-bgp-agent lab on this machine, from nothing:
-#   OVN NB+SB ovsdb-servers, ovn-northd, a local OVS (userspace datapath, br-int + br-ex),
+#   OVN NB+SB ovsdb-servers, ovn-northd, a local OVS (br-int + br-ex; userspace datapath, or the
+#   kernel datapath with LAB_KERNEL=full),
 #   ovn-controller, two FRR instances (chassis AS 64999, ToR AS 65000) in two network namespaces
 #   peering over a veth pair, and a Neutron-shaped topology bound on the chassis.
 # Writes $LAB_DIR/bgp-agent.conf for the agent and $LAB_DIR/lab.env (KEY=VALUE) for tests.
@@ -24,6 +25,17 @@ step() {
 ((${#LAB_DIR} <= 64)) || die "LAB_DIR is too long for unix socket paths (${#LAB_DIR} > 64 chars): $LAB_DIR"
 [[ $LAB_DIR = /* ]] || die "LAB_DIR must be an absolute path: $LAB_DIR"
 [[ $LAB_NS_PREFIX =~ ^[a-zA-Z0-9_.-]{1,16}$ ]] || die "LAB_NS_PREFIX must be 1-16 of [a-zA-Z0-9_.-]: $LAB_NS_PREFIX"
+case $LAB_KERNEL in
+    # The default: what this CI machine's kernel can do (no vrf, dummy, 8021q, openvswitch).
+    stand-in) OVS_DATAPATH=netdev ;;
+    # The production path: OVS kernel datapath, the agent's defaults (vrf + dummy), FRR without
+    # the stand-in route-maps (the agent's leak-VRF configuration carries the routes).
+    full) OVS_DATAPATH=system ;;
+    *) die "LAB_KERNEL must be stand-in or full, got '$LAB_KERNEL'" ;;
+esac
+if [[ -n $LAB_PROVIDER_VLAN ]] && ! { [[ $LAB_PROVIDER_VLAN =~ ^[1-9][0-9]{0,3}$ ]] && ((LAB_PROVIDER_VLAN <= 4094)); }; then
+    die "LAB_PROVIDER_VLAN must be a VLAN id 1-4094 (or empty for a flat network), got '$LAB_PROVIDER_VLAN'"
+fi
 
 if ! [[ $LAB_SB_CLUSTER =~ ^[013]$ ]]; then
     die "LAB_SB_CLUSTER must be 0 (one SB server) or 3 (a 3-member RAFT cluster): $LAB_SB_CLUSTER"
@@ -48,7 +60,13 @@ if ((need_install)); then
     apt-get update
     apt-get install -y openvswitch-switch ovn-central ovn-host frr iproute2
 fi
-modprobe ifb 2>/dev/null || true
+if [[ $LAB_KERNEL = full ]]; then
+    # What the openvswitch-switch service does before ovs-vswitchd starts. vrf, dummy and 8021q are
+    # left to the kernel's on-demand loading: the agent must cope with that as in production.
+    modprobe openvswitch || die "LAB_KERNEL=full needs the openvswitch kernel module (modprobe openvswitch failed)"
+else
+    modprobe ifb 2>/dev/null || true
+fi
 
 # ---------------------------------------------------------------------------------------------
 if [[ -e $LAB_DIR ]]; then
@@ -89,6 +107,8 @@ LAB_NB_TCP_PORT=$LAB_NB_TCP_PORT
 LAB_SB_TCP_PORT=$LAB_SB_TCP_PORT
 LAB_SB_CLUSTER=$LAB_SB_CLUSTER
 LAB_SB_CLUSTER_PORT_BASE=$LAB_SB_CLUSTER_PORT_BASE
+LAB_KERNEL=$LAB_KERNEL
+LAB_PROVIDER_VLAN=$LAB_PROVIDER_VLAN
 EOF
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +172,7 @@ step "starting ovn-northd"
 start_northd
 
 # ---------------------------------------------------------------------------------------------
-step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, userspace datapath)"
+step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, datapath $OVS_DATAPATH)"
 ovsdb-tool create "$OVS_DB" /usr/share/openvswitch/vswitch.ovsschema
 start_daemon "ovsdb-server (conf.db)" "$OVS_DIR/ovsdb-server.log" \
     ovsdb-server "$OVS_DB" --detach --no-chdir \
@@ -166,14 +186,16 @@ vsctl --no-wait set Open_vSwitch . \
     external_ids:ovn-encap-type=geneve \
     "external_ids:ovn-encap-ip=$CHASSIS_IP4" \
     external_ids:ovn-bridge-mappings=public:br-ex \
-    external_ids:ovn-bridge-datapath-type=netdev
+    "external_ids:ovn-bridge-datapath-type=$OVS_DATAPATH"
 start_ovs_vswitchd
 
-step "creating br-int and br-ex (datapath_type=netdev)"
-# Without --no-wait, ovs-vsctl returns once ovs-vswitchd has created the bridges.
+step "creating br-int and br-ex (datapath_type=$OVS_DATAPATH)"
+# Without --no-wait, ovs-vsctl returns once ovs-vswitchd has created the bridges. With the kernel
+# datapath (system) the bridges and internal ports are openvswitch netdevs of the datapath
+# ovs-system in $NS_CHASSIS (the netns ovs-vswitchd runs in); with netdev they are tap devices there.
 vsctl -- --may-exist add-br br-int \
-    -- set Bridge br-int datapath_type=netdev fail_mode=secure other_config:disable-in-band=true \
-    -- --may-exist add-br br-ex -- set Bridge br-ex datapath_type=netdev ||
+    -- set Bridge br-int "datapath_type=$OVS_DATAPATH" fail_mode=secure other_config:disable-in-band=true \
+    -- --may-exist add-br br-ex -- set Bridge br-ex "datapath_type=$OVS_DATAPATH" ||
     die_with_log "ovs-vswitchd did not create the bridges" "$OVS_DIR/ovs-vswitchd.log"
 bring_up_br_ex
 
@@ -203,15 +225,13 @@ write_frr_configs() {
     local bgp_nic_only='route-map lab-bgp-nic-only permit 10
  match interface bgp-nic
 exit'
-    cat >"$chassis/zebra.conf" <<EOF
-frr defaults traditional
-hostname ${NS_CHASSIS}
-log timestamp precision 3
+    # The stand-in's extra operator lines (LAB_KERNEL=stand-in only); none with a real VRF.
+    local zebra_stand_in="" redistribute4="" redistribute6=""
+    if [[ $LAB_KERNEL = stand-in ]]; then
+        zebra_stand_in="$bgp_nic_only
 !
-$bgp_nic_only
-!
-! Table $BGP_VRF_TABLE_ID is imported without its default route: the agent puts an "unreachable
-! default" there, which would otherwise beat the default route learned from the ToR. (Imported
+! Table $BGP_VRF_TABLE_ID is imported without its default route: the agent puts an \"unreachable
+! default\" there, which would otherwise beat the default route learned from the ToR. (Imported
 ! routes are also installed in the main table; they only ever point at bgp-nic.)
 ip prefix-list lab-default-route seq 5 permit 0.0.0.0/0
 route-map lab-table-import deny 5
@@ -220,7 +240,19 @@ exit
 route-map lab-table-import permit 10
 exit
 ip import-table $BGP_VRF_TABLE_ID route-map lab-table-import
+!"
+        redistribute4="
+  redistribute connected route-map lab-bgp-nic-only
+  redistribute table ${BGP_VRF_TABLE_ID} route-map lab-bgp-nic-only"
+        redistribute6="
+  redistribute connected route-map lab-bgp-nic-only"
+    fi
+    cat >"$chassis/zebra.conf" <<EOF
+frr defaults traditional
+hostname ${NS_CHASSIS}
+log timestamp precision 3
 !
+$zebra_stand_in
 ip nht resolve-via-default
 EOF
     cat >"$chassis/bgpd.conf" <<EOF
@@ -228,8 +260,8 @@ frr defaults traditional
 hostname ${NS_CHASSIS}
 log timestamp precision 3
 !
-$bgp_nic_only
-!
+${zebra_stand_in:+$bgp_nic_only
+!}
 router bgp ${CHASSIS_AS}
  bgp router-id ${CHASSIS_IP4}
  bgp log-neighbor-changes
@@ -242,14 +274,11 @@ router bgp ${CHASSIS_AS}
  neighbor uplink advertisement-interval 0
  neighbor ${TOR_IP4} peer-group uplink
  !
- address-family ipv4 unicast
-  redistribute connected route-map lab-bgp-nic-only
-  redistribute table ${BGP_VRF_TABLE_ID} route-map lab-bgp-nic-only
+ address-family ipv4 unicast${redistribute4}
   neighbor uplink activate
  exit-address-family
  !
- address-family ipv6 unicast
-  redistribute connected route-map lab-bgp-nic-only
+ address-family ipv6 unicast${redistribute6}
   neighbor uplink activate
  exit-address-family
 exit
@@ -315,6 +344,7 @@ nbctl \
     -- lsp-set-type "provnet-$SEG_PUBLIC_ID" localnet \
     -- lsp-set-addresses "provnet-$SEG_PUBLIC_ID" unknown \
     -- lsp-set-options "provnet-$SEG_PUBLIC_ID" network_name=public mcast_flood=false mcast_flood_reports=true \
+    ${LAB_PROVIDER_VLAN:+-- set Logical_Switch_Port "provnet-$SEG_PUBLIC_ID" "tag=$LAB_PROVIDER_VLAN"} \
     -- ls-add "$PRIVATE_LS" \
     -- set Logical_Switch "$PRIVATE_LS" "$(ext neutron:network_name private)" "$(ext neutron:mtu 1442)" \
     "$(ext neutron:revision_number 1)" \
@@ -426,6 +456,13 @@ cat >"$RT_TABLES" <<'EOF'
 # local
 #
 EOF
+if [[ $LAB_KERNEL = stand-in ]]; then
+    linux_device_kinds='# This kernel has no vrf/dummy modules: bgp-vrf is a bridge, bgp-nic an ifb (see scripts/lab/README.md).
+vrf_device_kind = bridge
+nic_device_kind = ifb'
+else
+    linux_device_kinds='# LAB_KERNEL=full: the defaults, bgp-vrf a real VRF and bgp-nic a dummy.'
+fi
 cat >"$AGENT_CONF" <<EOF
 # ovn-bgp-agent configuration for the lab in $LAB_DIR (upstream bgp-agent.conf format).
 [DEFAULT]
@@ -452,9 +489,7 @@ vty_socket_dir = $VTY_CHASSIS
 ovs_rundir = $OVS_DIR
 
 [linux]
-# This kernel has no vrf/dummy modules: bgp-vrf is a bridge, bgp-nic an ifb (see scripts/lab/README.md).
-vrf_device_kind = bridge
-nic_device_kind = ifb
+$linux_device_kinds
 netns = $NS_CHASSIS
 rt_tables_path = $RT_TABLES
 EOF

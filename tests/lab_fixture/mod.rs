@@ -42,7 +42,8 @@ pub struct Lab {
     dir: PathBuf,
     ns_prefix: String,
     nb_tcp_port: u16,
-    /// Extra environment for up.sh (e.g. `LAB_SB_CLUSTER`), kept for [`Lab::rerun_up`].
+    /// Extra environment for up.sh (e.g. `LAB_SB_CLUSTER=3`, `LAB_KERNEL=full`), kept for
+    /// [`Lab::rerun_up`].
     up_env: Vec<(String, String)>,
     env: HashMap<String, String>,
     up_duration: Duration,
