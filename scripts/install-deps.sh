@@ -18,4 +18,4 @@ for bin in ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovn-northd ovn-controll
     command -v "$bin" >/dev/null || { echo "missing $bin after install" >&2; exit 1; }
 done
 frr_version=$(dpkg-query -W -f '${Version}' frr 2>/dev/null || echo unknown)
-echo "system packages present: $(ovs-vswitchd --version | head -1); $(ovn-northd --version | head -1); frr $frr_version"
+echo "system packages present: $(ovs-vswitchd --version | awk 'NR == 1'); $(ovn-northd --version | awk 'NR == 1'); frr $frr_version"

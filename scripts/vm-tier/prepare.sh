@@ -109,7 +109,7 @@ module_load_order() {
     local module path deps dep i
     declare -A seen=()
     for module in "$@"; do
-        path=$(modinfo -b "$kernel_dir" -k "$kver" -F filename "$module" 2>/dev/null | head -n 1) ||
+        path=$(modinfo -b "$kernel_dir" -k "$kver" -F filename "$module" 2>/dev/null | awk 'NR == 1') ||
             vm_die "module $module not found in $kver"
         path=${path#"$modules_dir"/}
         # modules.dep lists all (transitive) dependencies, the one to load last first.
@@ -125,7 +125,9 @@ module_load_order() {
 load_order=$(module_load_order "${initramfs_modules[@]}")
 initramfs="$VM_CACHE/initramfs-$kver.cpio"
 initramfs_key=$( (cat "$VM_TIER_DIR/initramfs-init.sh"; echo "$kver $modules_dir"; echo "$load_order";
-    busybox 2>&1 | head -n 1) | sha256sum | cut -c1-16)
+    # awk reads busybox's whole banner: `head` would close the pipe early, and with pipefail the
+    # SIGPIPE (141) of busybox would fail the script at random.
+    busybox 2>&1 | awk 'NR == 1') | sha256sum | cut -c1-16)
 if [ ! -f "$initramfs" ] || [ "$(cat "$initramfs.key" 2>/dev/null)" != "$initramfs_key" ]; then
     staging=$(mktemp -d "$VM_CACHE/initramfs.XXXXXX")
     mkdir -p "$staging"/{bin,sbin,dev,proc,sys,mnt,newroot,tmp,modules}

@@ -59,7 +59,7 @@ eventually() {
     done
 }
 
-echo "frr-vrf-leak: kernel $(uname -r), $(/usr/lib/frr/zebra --version | head -n 1)"
+echo "frr-vrf-leak: kernel $(uname -r), $(/usr/lib/frr/zebra --version | awk 'NR == 1')"
 
 check "create vrf bgp-vrf (table 10)" ip link add bgp-vrf type vrf table 10
 check "set bgp-vrf up" ip link set bgp-vrf up
