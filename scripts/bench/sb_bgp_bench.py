@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """SB BGP driver benchmark against a running lab (scripts/lab/up.sh); standard library only.
 
-Driven by scripts/bench/sb_bgp_bench.sh, which brings the lab up and down. For each N (cumulative:
-1k, then 9k more, ...) it loads N bulk ports into the Southbound, bound to a fake remote chassis,
-then measures the agent (release build) on the ports of this chassis:
+Driven by scripts/bench/sb_bgp_bench.sh, which brings the lab up and down. For each N (increasing;
+the bulk grows between sizes) it loads bulk ports into the Southbound until it holds N
+Port_Binding rows, bound to a fake remote chassis, then measures the agent (release build) on the
+ports of this chassis:
 
 - cold start: agent exec to all K local addresses on bgp-nic (kernel state of the agent removed
   first: bgp-nic, bgp-vrf, its rules and tables);
@@ -12,7 +13,7 @@ then measures the agent (release build) on the ports of this chassis:
 - unbind latency: chassis cleared + up=false, to RTM_DELADDR;
 - bursts of 50 bindings: 50 transactions pipelined back to back, and 50 bindings in one
   transaction: first send to the last address;
-- agent RSS: VmRSS and VmHWM from /proc/<pid>/status.
+- agent RSS: VmRSS and VmHWM from /proc/<pid>/status; agent CPU per bind event.
 
 Timestamps: time.time() taken in this process; netlink events are stamped when this process
 reads them from a NETLINK_ROUTE socket opened inside the chassis netns (RTMGRP_IPV4_IFADDR),
@@ -476,27 +477,26 @@ class Lab:
         while self.bulk < target:
             ops = []
             n = min(chunk, target - self.bulk)
-            dp_ref = None
+            dp = None  # the JSON reference to the current bulk datapath
             for j in range(n):
                 i = self.bulk + j
                 dpi, key = divmod(i, BULK_PER_DATAPATH)
                 if key == 0:
                     dp_name = f"bench-bulk-{dpi}"
-                    dp_ref = f"dp{dpi}"
-                    ops.append({"op": "insert", "table": "Datapath_Binding", "uuid-name": dp_ref,
+                    dp = ["named-uuid", f"dp{dpi}"]
+                    ops.append({"op": "insert", "table": "Datapath_Binding", "uuid-name": dp[1],
                                 "row": {"tunnel_key": BULK_TUNNEL_KEY_BASE + dpi,
                                         "external_ids": omap({"name": dp_name})}})
                     ops.append({"op": "insert", "table": "Port_Binding",
                                 "row": {"logical_port": f"provnet-{dp_name}", "type": "localnet",
                                         "mac": set_of(["unknown"]), "tunnel_key": 1,
-                                        "datapath": ["named-uuid", dp_ref],
+                                        "datapath": dp,
                                         "options": omap({"network_name": "public"})}})
-                elif dp_ref is None:
+                elif dp is None:  # this chunk continues a datapath of the previous one
                     rows = self.select("Datapath_Binding",
                                        [["tunnel_key", "==", BULK_TUNNEL_KEY_BASE + dpi]],
                                        ["_uuid"])
-                    dp_ref = rows[0]["_uuid"][1]
-                dp = ["named-uuid", dp_ref] if dp_ref.startswith("dp") else uuid_ref(dp_ref)
+                    dp = uuid_ref(rows[0]["_uuid"][1])
                 ops.append({"op": "insert", "table": "Port_Binding", "row": {
                     "logical_port": f"bench-bulk-port-{i:06d}",
                     "type": "",
@@ -519,7 +519,6 @@ class Lab:
                 }})
             self.w.transact(ops, what=f"insert bulk ports {self.bulk}..{self.bulk + n}")
             self.bulk += n
-            dp_ref = None
         log(f"bulk ports now {self.bulk} (+{time.time() - t0:.1f} s)")
 
     def bind_op(self, uuid, bound):
@@ -618,7 +617,8 @@ def measure(lab, w, agent, args, n_total):
         tables = clean_agent_kernel_state(lab.env["NS_CHASSIS"])
         w.dump_addresses()
         want = {ip for _, ip, _ in cold}
-        assert not (want & w.present), "cold-start addresses still present after cleanup"
+        if want & w.present:
+            raise RuntimeError("cold-start addresses still present after removing bgp-nic")
         t0 = agent.start()
         w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "cold start exposure")
         if not agent.alive():
