@@ -1,0 +1,895 @@
+#!/usr/bin/env python3
+"""SB BGP driver benchmark against a running lab (scripts/lab/up.sh); standard library only.
+
+Driven by scripts/bench/sb_bgp_bench.sh, which brings the lab up and down. For each N (increasing;
+the bulk grows between sizes) it loads bulk ports into the Southbound until it holds N
+Port_Binding rows, bound to a fake remote chassis, then measures the agent (release build) on the
+ports of this chassis:
+
+- cold start: agent exec to all K local addresses on bgp-nic (kernel state of the agent removed
+  first: bgp-nic, bgp-vrf, its rules and tables);
+- bind latency: `Port_Binding.chassis`/`up` written in one transaction, to RTM_NEWADDR of the
+  port's IP in the chassis netns (one event at a time, agent idle in between);
+- unbind latency: chassis cleared + up=false, to RTM_DELADDR;
+- bursts of 50 bindings: 50 transactions pipelined back to back, and 50 bindings in one
+  transaction: first send to the last address;
+- agent RSS: VmRSS and VmHWM from /proc/<pid>/status; agent CPU per bind event.
+
+Timestamps: time.time() taken in this process; netlink events are stamped when this process
+reads them from a NETLINK_ROUTE socket opened inside the chassis netns (RTMGRP_IPV4_IFADDR),
+in the same select() loop that reads the OVSDB replies.
+
+How the ports are made (see docs/sb-bgp-benchmark.md):
+- measured ports: NB Logical_Switch_Ports on a provider switch `bench-provider` (localnet on
+  physnet `public`), so northd creates real Port_Binding rows; ovn-controller is stopped (SIGTERM,
+  which leaves its Chassis row and bindings in place) before they are bound by writing
+  chassis/up directly, because it would release a binding to its chassis without an OVS interface;
+- bulk ports: written straight into the SB (Datapath_Binding + localnet + VIF Port_Bindings bound
+  to chassis `bench-remote-chassis`) while northd is paused (`ovn-appctl pause`), which avoids
+  millions of logical flows and northd recomputes that would load the 2-core machine; northd
+  would delete them when resumed, so it stays paused until the lab goes down.
+"""
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import re
+import select
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+PROVIDER_LS = "bench-provider"
+REMOTE_CHASSIS = "bench-remote-chassis"
+BULK_PER_DATAPATH = 1000
+BULK_TUNNEL_KEY_BASE = 100000
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def read_env(lab_dir):
+    env = {}
+    with open(os.path.join(lab_dir, "lab.env")) as f:
+        for line in f:
+            line = line.strip()
+            if "=" in line and not line.startswith("#"):
+                k, v = line.split("=", 1)
+                env[k] = v
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# OVSDB JSON-RPC over a unix socket (pipelined, replies matched by id)
+
+
+class Ovsdb:
+    def __init__(self, path, db):
+        self.db = db
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.sock.setblocking(False)
+        self.buf = ""
+        self.next_id = 0
+        self.replies = {}  # id -> (time received, message)
+        self.dec = json.JSONDecoder()
+
+    def send(self, method, params):
+        self.next_id += 1
+        msg = json.dumps({"method": method, "params": params, "id": self.next_id}).encode()
+        self.sock.setblocking(True)
+        self.sock.sendall(msg)
+        self.sock.setblocking(False)
+        return self.next_id
+
+    def transact_async(self, ops):
+        return self.send("transact", [self.db] + ops)
+
+    def on_readable(self, now):
+        while True:
+            try:
+                data = self.sock.recv(1 << 20)
+            except BlockingIOError:
+                break
+            if not data:
+                raise RuntimeError(f"{self.db}: connection closed by ovsdb-server")
+            self.buf += data.decode()
+        while True:
+            s = self.buf.lstrip()
+            if not s:
+                self.buf = ""
+                return
+            try:
+                msg, end = self.dec.raw_decode(s)
+            except json.JSONDecodeError:
+                self.buf = s
+                return
+            self.buf = s[end:]
+            if msg.get("method") == "echo":
+                self.sock.setblocking(True)
+                self.sock.sendall(json.dumps({"result": msg["params"], "id": msg["id"]}).encode())
+                self.sock.setblocking(False)
+            elif "id" in msg and msg.get("method") is None:
+                self.replies[msg["id"]] = (now, msg)
+
+
+def check_result(msg, what):
+    if msg.get("error"):
+        raise RuntimeError(f"{what}: {msg['error']}")
+    for r in msg["result"]:
+        if r and "error" in r:
+            raise RuntimeError(f"{what}: {r}")
+    return msg["result"]
+
+
+# --------------------------------------------------------------------------------------------
+# Netlink address events inside a network namespace
+
+CLONE_NEWNET = 0x40000000
+RTMGRP_IPV4_IFADDR = 0x10
+RTMGRP_IPV6_IFADDR = 0x100
+RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
+NLM_F_REQUEST, NLM_F_DUMP = 1, 0x300
+NLMSG_DONE, NLMSG_ERROR = 3, 2
+IFA_ADDRESS, IFA_LOCAL = 1, 2
+SO_RCVBUFFORCE = 33
+
+
+def netlink_socket_in(netns):
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open("/proc/self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{netns}", os.O_RDONLY)
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {netns}")
+        try:
+            s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+            s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
+            s.bind((0, RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR))
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
+    finally:
+        os.close(own)
+        os.close(target)
+    s.setblocking(False)
+    return s
+
+
+def parse_addr_msgs(data):
+    """Yield (msg type, ifindex, address text) of RTM_NEWADDR/RTM_DELADDR in a datagram."""
+    off = 0
+    while off + 16 <= len(data):
+        length, mtype, _flags, _seq, _pid = struct.unpack_from("=IHHII", data, off)
+        if length < 16:
+            break
+        if mtype in (RTM_NEWADDR, RTM_DELADDR):
+            family, _plen, _fl, _scope, index = struct.unpack_from("=BBBBI", data, off + 16)
+            a = off + 24
+            addr = None
+            while a + 4 <= off + length:
+                alen, atype = struct.unpack_from("=HH", data, a)
+                if alen < 4:
+                    break
+                payload = data[a + 4 : a + alen]
+                if atype in (IFA_LOCAL, IFA_ADDRESS) and (addr is None or atype == IFA_LOCAL):
+                    addr = socket.inet_ntop(family, payload)
+                a += (alen + 3) & ~3
+            if addr:
+                yield mtype, index, addr
+        off += (length + 3) & ~3
+
+
+class Watcher:
+    """One select() loop over the SB connection and the netlink socket."""
+
+    def __init__(self, sb, nl):
+        self.sb = sb
+        self.nl = nl
+        self.present = set()  # addresses currently on any device of the netns (from events)
+        self.added = {}  # ip -> time of the last RTM_NEWADDR
+        self.removed = {}  # ip -> time of the last RTM_DELADDR
+        self.overruns = 0
+
+    def dump_addresses(self):
+        req = struct.pack("=IHHIIBBBBI", 24, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, 1, 0,
+                          0, 0, 0, 0, 0)
+        self.nl.setblocking(True)
+        self.nl.send(req)
+        found = set()
+        done = False
+        while not done:
+            data = self.nl.recv(1 << 20)
+            off = 0
+            while off + 16 <= len(data):
+                length, mtype = struct.unpack_from("=IH", data, off)
+                if mtype == NLMSG_DONE:
+                    done = True
+                elif mtype == NLMSG_ERROR:
+                    (errno,) = struct.unpack_from("=i", data, off + 16)
+                    raise OSError(-errno, "RTM_GETADDR dump")
+                off += (length + 3) & ~3
+            for mtype, _idx, addr in parse_addr_msgs(data):
+                if mtype == RTM_NEWADDR:
+                    found.add(addr)
+        self.nl.setblocking(False)
+        self.present = found
+        return found
+
+    def pump(self, timeout):
+        r, _, _ = select.select([self.sb.sock, self.nl], [], [], max(0.0, timeout))
+        now = time.time()
+        if self.sb.sock in r:
+            self.sb.on_readable(now)
+        if self.nl in r:
+            while True:
+                try:
+                    data = self.nl.recv(1 << 20)
+                except BlockingIOError:
+                    break
+                except OSError as e:  # ENOBUFS: events lost; re-read the truth
+                    self.overruns += 1
+                    log(f"netlink overrun ({e}); re-dumping addresses")
+                    self.dump_addresses()
+                    break
+                for mtype, _idx, addr in parse_addr_msgs(data):
+                    if mtype == RTM_NEWADDR:
+                        self.present.add(addr)
+                        self.added[addr] = now
+                    else:
+                        self.present.discard(addr)
+                        self.removed[addr] = now
+
+    def wait(self, pred, timeout, what):
+        deadline = time.time() + timeout
+        while not pred():
+            left = deadline - time.time()
+            if left <= 0:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+            self.pump(min(left, 0.5))
+
+    def reply(self, req_id, timeout=60, what="transact"):
+        self.wait(lambda: req_id in self.sb.replies, timeout, f"{what} reply")
+        t, msg = self.sb.replies.pop(req_id)
+        check_result(msg, what)
+        return t, msg
+
+    def transact(self, ops, timeout=300, what="transact"):
+        return self.reply(self.sb.transact_async(ops), timeout, what)[1]["result"]
+
+
+# --------------------------------------------------------------------------------------------
+# The agent process
+
+
+class Agent:
+    def __init__(self, binary, conf, lab_dir, log_path):
+        self.binary, self.conf, self.lab_dir, self.log_path = binary, conf, lab_dir, log_path
+        self.proc = None
+        self.log_pos = 0
+
+    def start(self):
+        open(self.log_path, "w").close()
+        self.log_pos = 0
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "ovn_bgp_agent=debug,info")
+        t0 = time.time()
+        self.proc = subprocess.Popen(
+            [self.binary, "--config-file", self.conf, "--log-file", self.log_path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log_path + ".stderr", "w"),
+            env=env,
+        )
+        # down.sh stops it with the lab if this script dies (its command line names LAB_DIR).
+        with open(os.path.join(self.lab_dir, "agent.pid"), "w") as f:
+            f.write(f"{self.proc.pid}\n")
+        return t0
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if not self.alive():
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def cpu_seconds(self):
+        """utime+stime of the agent and of its waited-for children (ovs-vsctl, vtysh, ...)."""
+        fields = open(f"/proc/{self.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        own = (int(fields[11]) + int(fields[12])) / tick
+        children = (int(fields[13]) + int(fields[14])) / tick
+        return own, children
+
+    def memory(self):
+        out = {}
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    out[k] = int(v.split()[0]) / 1024.0  # MiB
+        return out
+
+    def new_log_lines(self):
+        with open(self.log_path) as f:
+            f.seek(self.log_pos)
+            data = f.read()
+            # keep a partial last line for the next read
+            cut = data.rfind("\n") + 1
+            self.log_pos += len(data[:cut].encode())
+        return data[:cut].splitlines()
+
+
+LOG_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z\s+(\w+)\s+(\S+): (.*)$")
+
+
+def parse_log_line(line):
+    m = LOG_TS.match(line)
+    if not m:
+        return None
+    ts = datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.timezone.utc)
+    return ts.timestamp(), m.group(2), m.group(3), m.group(4)
+
+
+# --------------------------------------------------------------------------------------------
+# Topology
+
+
+def uuid_ref(u):
+    return ["uuid", u]
+
+
+def set_of(values):
+    return ["set", values]
+
+
+def omap(d):
+    return ["map", [[k, v] for k, v in d.items()]]
+
+
+def measured_ip(i):
+    # 198.18.0.0/15: benchmarking range (RFC 2544); never routed anywhere else.
+    return f"198.18.{i // 250}.{i % 250 + 1}"
+
+
+def bulk_ip(i):
+    return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+
+
+def mac_of(prefix, i):
+    return f"fa:16:{prefix:02x}:{(i >> 16) & 255:02x}:{(i >> 8) & 255:02x}:{i & 255:02x}"
+
+
+class Lab:
+    def __init__(self, env, nb_path, sb_watch):
+        self.env = env
+        self.nb_path = nb_path
+        self.w = sb_watch
+        self.chassis_uuid = None
+        self.remote_uuid = None
+        self.ports = []  # measured ports: (name, ip, SB uuid)
+        self.bulk = 0
+
+    def nb_transact(self, ops, what):
+        nb = Ovsdb(self.nb_path, "OVN_Northbound")
+        rid = nb.transact_async(ops)
+        deadline = time.time() + 120
+        while rid not in nb.replies:
+            if time.time() > deadline:
+                raise TimeoutError(f"NB {what}")
+            select.select([nb.sock], [], [], 1)
+            nb.on_readable(time.time())
+        res = check_result(nb.replies[rid][1], what)
+        nb.sock.close()
+        return res
+
+    def select(self, table, where, columns):
+        return self.w.transact(
+            [{"op": "select", "table": table, "where": where, "columns": columns}],
+            what=f"select {table}",
+        )[0]["rows"]
+
+    def create_measured_ports(self, count):
+        """NB: provider switch with a localnet port + `count` VM ports; northd makes the PBs."""
+        existing = self.select("Port_Binding", [], ["logical_port"])
+        names = [f"bench-local-{i}" for i in range(count)]
+        have = {r["logical_port"] for r in existing}
+        if not all(n in have for n in names):
+            ops = []
+            refs = []
+            for i, name in enumerate(names):
+                nid = f"p{i}"
+                refs.append(["named-uuid", nid])
+                ops.append({
+                    "op": "insert", "table": "Logical_Switch_Port", "uuid-name": nid,
+                    "row": {
+                        "name": name,
+                        "addresses": f"{mac_of(0xb0, i)} {measured_ip(i)}",
+                        "external_ids": omap({
+                            "neutron:cidrs": f"{measured_ip(i)}/15",
+                            "neutron:device_owner": "compute:nova",
+                            "neutron:host_id": self.env["CHASSIS_HOSTNAME"],
+                        }),
+                    },
+                })
+            ops.append({
+                "op": "insert", "table": "Logical_Switch_Port", "uuid-name": "ln",
+                "row": {"name": "provnet-bench", "type": "localnet", "addresses": "unknown",
+                        "options": omap({"network_name": "public"})},
+            })
+            refs.append(["named-uuid", "ln"])
+            ops.append({
+                "op": "insert", "table": "Logical_Switch",
+                "row": {"name": PROVIDER_LS, "ports": set_of(refs),
+                        "external_ids": omap({"neutron:network_name": "bench"})},
+            })
+            self.nb_transact(ops, "create measured ports")
+        log(f"waiting for northd to create {count} Port_Binding rows")
+        deadline = time.time() + 120
+        while True:
+            rows = self.select("Port_Binding", [], ["logical_port", "_uuid"])
+            by_name = {r["logical_port"]: r["_uuid"][1] for r in rows}
+            if all(n in by_name for n in names):
+                break
+            if time.time() > deadline:
+                raise TimeoutError("northd did not create the measured Port_Bindings")
+            time.sleep(0.2)
+        self.ports = [(n, measured_ip(i), by_name[n]) for i, n in enumerate(names)]
+
+    def find_chassis(self):
+        rows = self.select("Chassis", [["name", "==", self.env["CHASSIS_NAME"]]], ["_uuid"])
+        if len(rows) != 1:
+            raise RuntimeError(f"Chassis {self.env['CHASSIS_NAME']} not found in SB")
+        self.chassis_uuid = rows[0]["_uuid"][1]
+
+    def ensure_remote_chassis(self):
+        rows = self.select("Chassis", [["name", "==", REMOTE_CHASSIS]], ["_uuid"])
+        if rows:
+            self.remote_uuid = rows[0]["_uuid"][1]
+            return
+        res = self.w.transact([
+            {"op": "insert", "table": "Encap", "uuid-name": "e",
+             "row": {"type": "geneve", "ip": "192.0.2.99", "chassis_name": REMOTE_CHASSIS,
+                     "options": omap({"csum": "true"})}},
+            {"op": "insert", "table": "Chassis",
+             "row": {"name": REMOTE_CHASSIS, "hostname": "bench-remote.example",
+                     "encaps": ["named-uuid", "e"]}},
+        ], what="insert remote chassis")
+        self.remote_uuid = res[1]["uuid"][1]
+
+    def add_bulk(self, target):
+        """Bulk VIF ports bound to the remote chassis, 1000 per provider datapath."""
+        chunk = 5000
+        t0 = time.time()
+        while self.bulk < target:
+            ops = []
+            n = min(chunk, target - self.bulk)
+            dp = None  # the JSON reference to the current bulk datapath
+            for j in range(n):
+                i = self.bulk + j
+                dpi, key = divmod(i, BULK_PER_DATAPATH)
+                if key == 0:
+                    dp_name = f"bench-bulk-{dpi}"
+                    dp = ["named-uuid", f"dp{dpi}"]
+                    ops.append({"op": "insert", "table": "Datapath_Binding", "uuid-name": dp[1],
+                                "row": {"tunnel_key": BULK_TUNNEL_KEY_BASE + dpi,
+                                        "external_ids": omap({"name": dp_name})}})
+                    ops.append({"op": "insert", "table": "Port_Binding",
+                                "row": {"logical_port": f"provnet-{dp_name}", "type": "localnet",
+                                        "mac": set_of(["unknown"]), "tunnel_key": 1,
+                                        "datapath": dp,
+                                        "options": omap({"network_name": "public"})}})
+                elif dp is None:  # this chunk continues a datapath of the previous one
+                    rows = self.select("Datapath_Binding",
+                                       [["tunnel_key", "==", BULK_TUNNEL_KEY_BASE + dpi]],
+                                       ["_uuid"])
+                    dp = uuid_ref(rows[0]["_uuid"][1])
+                ops.append({"op": "insert", "table": "Port_Binding", "row": {
+                    "logical_port": f"bench-bulk-port-{i:06d}",
+                    "type": "",
+                    "mac": set_of([f"{mac_of(0xb1, i)} {bulk_ip(i)}"]),
+                    "tunnel_key": key + 2,
+                    "datapath": dp,
+                    "chassis": uuid_ref(self.remote_uuid),
+                    "up": True,
+                    "external_ids": omap({
+                        "neutron:cidrs": f"{bulk_ip(i)}/8",
+                        "neutron:device_id": f"bench-vm-{i:06d}",
+                        "neutron:device_owner": "compute:nova",
+                        "neutron:host_id": "bench-remote.example",
+                        "neutron:network_name": f"neutron-bench-bulk-{dpi}",
+                        "neutron:port_name": "",
+                        "neutron:project_id": "0123456789abcdef0123456789abcdef",
+                        "neutron:revision_number": "2",
+                    }),
+                    "options": omap({"requested-chassis": "bench-remote.example"}),
+                }})
+            self.w.transact(ops, what=f"insert bulk ports {self.bulk}..{self.bulk + n}")
+            self.bulk += n
+        log(f"bulk ports now {self.bulk} (+{time.time() - t0:.1f} s)")
+
+    def bind_op(self, uuid, bound):
+        row = ({"chassis": uuid_ref(self.chassis_uuid), "up": True} if bound
+               else {"chassis": set_of([]), "up": False})
+        return {"op": "update", "table": "Port_Binding", "where": [["_uuid", "==", uuid_ref(uuid)]],
+                "row": row}
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements
+
+
+def pct(values, p):
+    if not values:
+        return None
+    s = sorted(values)
+    k = (len(s) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def summary(values_s):
+    ms = [v * 1000 for v in values_s]
+    return {
+        "n": len(ms),
+        "p50_ms": round(pct(ms, 50), 2),
+        "p90_ms": round(pct(ms, 90), 2),
+        "p99_ms": round(pct(ms, 99), 2),
+        "max_ms": round(max(ms), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+    }
+
+
+def clean_agent_kernel_state(netns):
+    """Remove what the agent created in the chassis netns, so a start is a cold start."""
+    def ip(*args, check=False):
+        return subprocess.run(["ip", "-n", netns, *args], capture_output=True, text=True,
+                              check=check)
+    for dev in ("bgp-nic", "bgp-vrf"):
+        ip("link", "del", dev)
+    tables = set()
+    for fam in ("-4", "-6"):
+        rules = json.loads(ip("-j", fam, "rule", "show", check=True).stdout or "[]")
+        for r in rules:
+            table = r.get("table")
+            if table in ("local", "main", "default") or r.get("priority") in (0, 32766, 32767):
+                continue
+            tables.add(str(table))
+            spec = ["priority", str(r["priority"])]
+            if "dst" in r:
+                dst = r["dst"] + (f"/{r['dstlen']}" if "dstlen" in r else "")
+                spec += ["to", dst]
+            ip(fam, "rule", "del", *spec, "table", str(table))
+        for t in tables:
+            ip(fam, "route", "flush", "table", t)
+    return tables
+
+
+def wait_idle(agent, w, quiet=0.3, timeout=30):
+    """Until the agent logged nothing for `quiet` s (its reconcile and side work finished)."""
+    deadline = time.time() + timeout
+    last = time.time()
+    while time.time() < deadline:
+        if agent.new_log_lines():
+            last = time.time()
+        elif time.time() - last >= quiet:
+            return
+        w.pump(0.05)
+
+
+def wait_reconciled(agent, w, after, timeout=10):
+    """Time (from the agent log) of the first `reconciled` line stamped after `after`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in agent.new_log_lines():
+            p = parse_log_line(line)
+            if p and p[2] == "ovn_bgp_agent::host" and p[3].startswith("reconciled") \
+                    and p[0] >= after:
+                return p[0]
+        w.pump(0.02)
+    return None
+
+
+def measure(lab, w, agent, args, n_total):
+    res = {"bulk_ports": lab.bulk, "sb_port_bindings": n_total}
+    k = args.cold_start_ports
+    cold = lab.ports[:k]
+    events = lab.ports[k:k + args.events]
+    burst = lab.ports[k + args.events:k + args.events + args.burst]
+
+    # ---- cold start (repeated; the first one is reported in the table) ------------------
+    def cold_start():
+        agent.stop()
+        tables = clean_agent_kernel_state(lab.env["NS_CHASSIS"])
+        w.dump_addresses()
+        want = {ip for _, ip, _ in cold}
+        if want & w.present:
+            raise RuntimeError("cold-start addresses still present after removing bgp-nic")
+        t0 = agent.start()
+        w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "cold start exposure")
+        if not agent.alive():
+            raise RuntimeError(f"agent exited; see {agent.log_path}")
+        t_all = max(w.added[ip] for ip in want)
+        t_first = min(w.added[ip] for ip in want)
+        rec = wait_reconciled(agent, w, t0, timeout=args.timeout)
+        # Phases from the agent log: when each OVSDB monitor was established, replica ready.
+        phases = []
+        replica_ports = None
+        for line in open(agent.log_path):
+            p = parse_log_line(line)
+            if p and "replica ready" in p[3]:
+                m = re.search(r"ports=(\d+)", p[3])
+                replica_ports = int(m.group(1)) if m else None
+            if p and ("monitor established" in p[3] or "replica ready" in p[3]
+                      or "monitor condition" in p[3]):
+                what = "replica ready" if "replica ready" in p[3] else (
+                    "condition change" if "monitor condition" in p[3] else
+                    "monitor established " + ("SB" if "ovnsb" in p[3] else "OVS"))
+                phases.append((what, round((p[0] - t0) * 1000, 1)))
+        ready = next((t for what, t in phases if what == "replica ready"), None)
+        return {
+            "local_ports": k,
+            "exec_to_all_addresses_ms": round((t_all - t0) * 1000, 1),
+            "exec_to_first_address_ms": round((t_first - t0) * 1000, 1),
+            "exec_to_sb_replica_ready_ms": ready,
+            "exec_to_first_reconcile_done_ms": round((rec - t0) * 1000, 1) if rec else None,
+            "log_phases_ms": phases,
+            "replica_port_bindings": replica_ports,
+            "tables_cleaned": sorted(tables),
+        }
+
+    starts = [cold_start() for _ in range(max(1, args.cold_starts))]
+    res["cold_start"] = starts[0]
+    res["cold_start_repeats_ms"] = [c["exec_to_all_addresses_ms"] for c in starts]
+    log(f"cold start: {res['cold_start']}; repeats {res['cold_start_repeats_ms']}")
+    wait_idle(agent, w, quiet=1.0)
+    res["rss_after_start"] = agent.memory()
+
+    # ---- single bind / unbind events ------------------------------------------------------
+    def one_by_one(ports, bound):
+        lat, lat_reply, tail, rtt = [], [], [], []
+        for _name, ip, uuid in ports:
+            wait_idle(agent, w, quiet=args.gap)
+            t_send = time.time()
+            rid = w.sb.transact_async([lab.bind_op(uuid, bound)])
+            if bound:
+                w.wait(lambda: ip in w.present and w.added.get(ip, 0) >= t_send, args.timeout,
+                       f"address {ip}")
+                t_ev = w.added[ip]
+            else:
+                w.wait(lambda: ip not in w.present and w.removed.get(ip, 0) >= t_send,
+                       args.timeout, f"removal of {ip}")
+                t_ev = w.removed[ip]
+            t_reply, _ = w.reply(rid)
+            t_rec = wait_reconciled(agent, w, t_send)
+            lat.append(t_ev - t_send)
+            lat_reply.append(t_ev - t_reply)
+            rtt.append(t_reply - t_send)
+            if t_rec:
+                tail.append(max(0.0, t_rec - t_ev))
+        return {
+            "from_send": summary(lat),
+            "from_reply": summary(lat_reply),
+            "transact_rtt": summary(rtt),
+            "address_to_reconcile_logged": summary(tail) if tail else None,
+        }
+
+    cpu0 = agent.cpu_seconds()
+    t_cpu0 = time.time()
+    res["bind"] = one_by_one(events, True)
+    cpu1 = agent.cpu_seconds()
+    res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
+    res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)
+    res["bind"]["wall_s"] = round(time.time() - t_cpu0, 1)
+    log(f"bind: {res['bind']['from_send']}")
+    res["unbind"] = one_by_one(events, False)
+    log(f"unbind: {res['unbind']['from_send']}")
+
+    # ---- bursts -----------------------------------------------------------------------------
+    def burst_run(ports, bound, single_txn):
+        wait_idle(agent, w, quiet=0.5)
+        ips = {ip for _, ip, _ in ports}
+        t_send = time.time()
+        if single_txn:
+            rids = [w.sb.transact_async([lab.bind_op(u, bound) for _, _, u in ports])]
+        else:
+            rids = [w.sb.transact_async([lab.bind_op(u, bound)]) for _, _, u in ports]
+        t_sent = time.time()
+        if bound:
+            w.wait(lambda: all(w.added.get(ip, 0) >= t_send for ip in ips), args.timeout, "burst")
+            ts = [w.added[ip] for ip in ips]
+        else:
+            w.wait(lambda: all(w.removed.get(ip, 0) >= t_send for ip in ips), args.timeout,
+                   "burst removal")
+            ts = [w.removed[ip] for ip in ips]
+        t_replies = [w.reply(r)[0] for r in rids]
+        reconciles = 0
+        time.sleep(0.3)
+        for line in agent.new_log_lines():
+            p = parse_log_line(line)
+            if p and p[2] == "ovn_bgp_agent::host" and p[3].startswith("reconciled") \
+                    and p[0] >= t_send:
+                reconciles += 1
+        return {
+            "ports": len(ports),
+            "send_to_last_address_ms": round((max(ts) - t_send) * 1000, 1),
+            "first_to_last_address_ms": round((max(ts) - min(ts)) * 1000, 1),
+            "send_to_first_address_ms": round((min(ts) - t_send) * 1000, 1),
+            "sending_ms": round((t_sent - t_send) * 1000, 1),
+            "last_reply_ms": round((max(t_replies) - t_send) * 1000, 1),
+            "reconciles_logged": reconciles,
+        }
+
+    res["burst_pipelined"] = burst_run(burst, True, False)
+    res["burst_pipelined_unbind"] = burst_run(burst, False, False)
+    res["burst_one_txn"] = burst_run(burst, True, True)
+    res["burst_one_txn_unbind"] = burst_run(burst, False, True)
+    log(f"burst: {res['burst_pipelined']} / one txn: {res['burst_one_txn']}")
+    wait_idle(agent, w, quiet=0.5)
+    res["rss_end"] = agent.memory()
+    log(f"RSS: {res['rss_end']}")
+    res["netlink_overruns"] = w.overruns
+    return res
+
+
+def machine_info():
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info["cpus"] = os.cpu_count()
+    info["kernel"] = os.uname().release
+    info["loadavg"] = open("/proc/loadavg").read().split()[:3]
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--lab-dir")
+    ap.add_argument("--agent", help="the ovn-bgp-agent binary (release build)")
+    ap.add_argument("--sizes", default="1000,10000,100000",
+                    help="N: Port_Binding rows in the SB, comma separated, increasing")
+    ap.add_argument("--cold-start-ports", type=int, default=100, help="K")
+    ap.add_argument("--events", type=int, default=200)
+    ap.add_argument("--cold-starts", type=int, default=3, help="cold starts per N")
+    ap.add_argument("--burst", type=int, default=50)
+    ap.add_argument("--settle", type=float, default=5.0,
+                    help="seconds to wait after loading bulk ports")
+    ap.add_argument("--gap", type=float, default=0.05,
+                    help="agent log quiet time before each single event (s)")
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--out", help="JSON results file")
+    ap.add_argument("--report", help="print the markdown table of an existing JSON results file")
+    args = ap.parse_args()
+    if args.report:
+        print(markdown(json.load(open(args.report))))
+        return
+
+    env = read_env(args.lab_dir)
+    ovn_dir = env["OVN_RUNDIR"]
+    sb = Ovsdb(env["SB_SOCK"], "OVN_Southbound")
+    nl = netlink_socket_in(env["NS_CHASSIS"])
+    w = Watcher(sb, nl)
+    lab = Lab(env, env["NB_SOCK"], w)
+    agent = Agent(args.agent, env["AGENT_CONF"], args.lab_dir,
+                  os.path.join(args.lab_dir, "agent-bench.log"))
+    results = {"machine_start": machine_info(), "params": vars(args), "runs": []}
+    measured = args.cold_start_ports + args.events + args.burst
+    try:
+        lab.find_chassis()
+        lab.create_measured_ports(measured)
+        # ovn-controller would release bindings to its chassis that have no OVS interface.
+        pidfile = os.path.join(ovn_dir, "ovn-controller.pid")
+        pid = int(open(pidfile).read()) if os.path.exists(pidfile) else None
+        if pid and os.path.exists(f"/proc/{pid}/cmdline"):
+            if open(f"/proc/{pid}/cmdline").read().find(args.lab_dir) >= 0:
+                log(f"stopping ovn-controller (pid {pid}); its Chassis row and bindings stay")
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(100):
+                    if not os.path.exists(f"/proc/{pid}") or \
+                            open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z":
+                        break
+                    time.sleep(0.05)
+        subprocess.run(["ovn-appctl", "-t", os.path.join(ovn_dir, "ovn-northd.ctl"), "pause"],
+                       check=True)
+        log("ovn-northd paused")
+        lab.find_chassis()  # still there after ovn-controller stopped
+        lab.ensure_remote_chassis()
+        # K local ports bound for the cold starts
+        w.transact([lab.bind_op(u, True) for _, _, u in lab.ports[:args.cold_start_ports]],
+                   what="bind the cold-start ports")
+        base = len(lab.select("Port_Binding", [], ["_uuid"]))
+        for size in [int(s) for s in args.sizes.split(",")]:
+            lab.add_bulk(max(0, size - base))
+            # ovsdb-server may compact its file after a big load: let it settle.
+            time.sleep(args.settle)
+            total = len(lab.select("Port_Binding", [], ["_uuid"]))
+            log(f"=== N = {total} Port_Binding rows in the SB ({lab.bulk} bulk on "
+                f"{REMOTE_CHASSIS}, {measured} measured) ===")
+            run = measure(lab, w, agent, args, total)
+            run["loadavg"] = open("/proc/loadavg").read().split()[:3]
+            results["runs"].append(run)
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=2)
+    finally:
+        agent.stop()
+    results["machine_end"] = machine_info()
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=2)
+    log(f"results in {args.out}")
+    print(markdown(results))
+
+
+def markdown(results):
+    """The figures as a markdown table (docs/sb-bgp-benchmark.md)."""
+    rows = [
+        ("SB Port_Binding rows (N)", lambda r: f"{r['sb_port_bindings']}"),
+        ("cold start: exec to all K addresses (ms)",
+         lambda r: f"{r['cold_start']['exec_to_all_addresses_ms']}"),
+        ("cold start, repeated (ms)", lambda r: " / ".join(map(str, r["cold_start_repeats_ms"]))),
+        ("cold start: exec to SB replica ready (ms)",
+         lambda r: f"{r['cold_start']['exec_to_sb_replica_ready_ms']}"),
+        ("Port_Binding rows in the agent's replica at start",
+         lambda r: f"{r['cold_start']['replica_port_bindings']}"),
+        ("bind → address p50 / p99 (ms)",
+         lambda r: f"{r['bind']['from_send']['p50_ms']} / {r['bind']['from_send']['p99_ms']}"),
+        ("bind → address max (ms)", lambda r: f"{r['bind']['from_send']['max_ms']}"),
+        ("unbind → removal p50 / p99 (ms)",
+         lambda r: f"{r['unbind']['from_send']['p50_ms']} / {r['unbind']['from_send']['p99_ms']}"),
+        ("SB transact round trip p50 / p99 (ms)",
+         lambda r: f"{r['bind']['transact_rtt']['p50_ms']} / {r['bind']['transact_rtt']['p99_ms']}"),
+        ("address → `reconciled` logged p50 / p99 (ms)",
+         lambda r: f"{r['bind']['address_to_reconcile_logged']['p50_ms']} / "
+                   f"{r['bind']['address_to_reconcile_logged']['p99_ms']}"),
+        ("burst 50 (50 txns): first send → last address (ms)",
+         lambda r: f"{r['burst_pipelined']['send_to_last_address_ms']}"),
+        ("burst 50 (50 txns): first → last address (ms)",
+         lambda r: f"{r['burst_pipelined']['first_to_last_address_ms']}"),
+        ("burst 50 (50 txns): reconciles",
+         lambda r: f"{r['burst_pipelined']['reconciles_logged']}"),
+        ("burst 50 (1 txn): send → last address (ms)",
+         lambda r: f"{r['burst_one_txn']['send_to_last_address_ms']}"),
+        ("unbind burst 50 (50 txns): send → last removal (ms)",
+         lambda r: f"{r['burst_pipelined_unbind']['send_to_last_address_ms']}"),
+        ("agent CPU per bind event: own / child processes (ms)",
+         lambda r: f"{r['bind']['agent_cpu_ms_per_event']} / {r['bind']['children_cpu_ms_per_event']}"),
+        ("VmRSS after start / at end (MiB)",
+         lambda r: f"{r['rss_after_start']['VmRSS']:.1f} / {r['rss_end']['VmRSS']:.1f}"),
+        ("VmHWM at end (MiB)", lambda r: f"{r['rss_end']['VmHWM']:.1f}"),
+        ("load average (1/5/15 min) after the run", lambda r: " ".join(r["loadavg"])),
+    ]
+    runs = results["runs"]
+    out = ["| | " + " | ".join(f"N = {r['sb_port_bindings']}" for r in runs) + " |",
+           "|---|" + "---|" * len(runs)]
+    for label, f in rows[1:]:
+        cells = []
+        for r in runs:
+            try:
+                cells.append(f(r))
+            except (KeyError, TypeError):
+                cells.append("n/a")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
