@@ -46,6 +46,10 @@ pub struct FlowReport {
     pub added: usize,
     pub removed: usize,
     pub deferred: Vec<DeferredFlow>,
+    /// Flows whose port does not exist (yet) in OVSDB: not an error — ovn-controller creates the
+    /// patch port of a provider network only where that network is in use — and not emitted;
+    /// the periodic flow check adds them once the port appears.
+    pub absent: Vec<DeferredFlow>,
     pub rejected: Vec<RejectedFlow>,
     /// Failures that left a bridge (or all bridges, when OVSDB is unreachable) unreconciled.
     pub errors: Vec<String>,
@@ -191,6 +195,11 @@ impl OvsFlows {
                     bridge: spec.bridge.clone(),
                     port: spec.in_port.clone(),
                     reason,
+                }),
+                Ok(Resolved::Absent) => report.absent.push(DeferredFlow {
+                    bridge: spec.bridge.clone(),
+                    port: spec.in_port.clone(),
+                    reason: "no such interface in OVSDB".to_owned(),
                 }),
                 Err(e) => report.rejected.push(RejectedFlow {
                     bridge: spec.bridge.clone(),
@@ -379,13 +388,16 @@ struct BridgeOutcome {
 
 enum Resolved {
     Flow(DesiredFlow),
+    /// The port exists but cannot carry a flow now (ofport `-1`/`[]`, another bridge).
     Deferred(String),
+    /// The port does not exist.
+    Absent,
 }
 
 fn resolve(spec: &PortFlowSpec, ports: &PortTable) -> Result<Resolved, OvsError> {
     let port = OvsPortName::new(&spec.in_port)?;
     let Some(info) = ports.get(port.as_str()) else {
-        return Ok(Resolved::Deferred("no such interface in OVSDB".to_owned()));
+        return Ok(Resolved::Absent);
     };
     if info.bridge.as_deref() != Some(spec.bridge.as_str()) {
         return Ok(Resolved::Deferred(match &info.bridge {
@@ -421,6 +433,13 @@ impl FlowReconciler for OvsFlows {
         owned_cookies: &BTreeSet<u64>,
     ) -> Result<(usize, usize), CapError> {
         let report = self.reconcile(desired, owned_cookies).await;
+        for absent in &report.absent {
+            tracing::debug!(
+                bridge = %absent.bridge,
+                port = %absent.port,
+                "no such port (yet): its flows wait for the flow check"
+            );
+        }
         if report.is_complete() {
             Ok((report.added, report.removed))
         } else {
