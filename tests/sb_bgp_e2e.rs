@@ -235,6 +235,32 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
         all.iter().all(|x| has(p, x))
     });
 
+    // An Octavia (OVN provider) load-balancer VIP on the tenant network: a port without
+    // addresses or binding, named `ovn-lb-vip-<lb>`, its IP in neutron:cidrs. The gateway
+    // chassis announces it (tenant exposure).
+    let private_ls = format!("neutron-{}", lab.env("NET_PRIVATE_ID"));
+    nbctl(
+        &lab,
+        &[
+            "lsp-add",
+            &private_ls,
+            "lb-vip-port",
+            "--",
+            "set",
+            "Logical_Switch_Port",
+            "lb-vip-port",
+            "external_ids:\"neutron:cidrs\"=\"10.0.0.50/24\"",
+            "external_ids:\"neutron:port_name\"=\"ovn-lb-vip-lb1\"",
+        ],
+    );
+    wait_tor(&lab, "the LB VIP at the ToR", |p| has(p, "10.0.0.50/32"));
+    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+    assert!(addrs.contains("10.0.0.50/32"), "{addrs}");
+    nbctl(&lab, &["lsp-del", "lb-vip-port"]);
+    wait_tor(&lab, "the LB VIP withdrawn", |p| {
+        !has(p, "10.0.0.50/32") && has(p, &gw4)
+    });
+
     // 100 more centralized FIPs on the router (NAT rules; northd lists them in the gateway
     // patch port's nat_addresses), so the restart below covers 100+ exposed IPs.
     let router = format!("neutron-{}", lab.env("ROUTER_ID"));
