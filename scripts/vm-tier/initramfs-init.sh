@@ -82,6 +82,15 @@ mkdir -p /newroot/vm-exchange
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none exchange /newroot/vm-exchange ||
     fail "cannot mount the exchange share (9p tag exchange)"
 [ -f /newroot/vm-exchange/payload.sh ] || fail "the exchange share holds no payload.sh"
+# Host directories under /tmp or /run (run.sh lists them: e.g. a CI clone in /tmp) are hidden by
+# the VM's own tmpfs there: bind them back from the host root share.
+if [ -f /newroot/vm-exchange/host-binds ]; then
+    while read -r dir; do
+        [ -n "$dir" ] || continue
+        mkdir -p "/newroot$dir"
+        mount -o bind "/mnt/host$dir" "/newroot$dir" || fail "cannot bind the host directory $dir"
+    done < /newroot/vm-exchange/host-binds
+fi
 
 hostname vm-tier
 ip link set lo up

@@ -46,10 +46,13 @@ for file in "$KERNEL_IMAGE" "$INITRAMFS" "$MODULES_DIR/modules.dep"; do
 done
 
 workdir=$(pwd -P)
-# The VM mounts fresh tmpfs on these: a host path there does not exist inside.
+# The VM mounts fresh tmpfs on /tmp and /run: a working tree there (a CI clone in /tmp, say) is
+# bind-mounted back from the host root share by the VM's init (listed in host-binds).
+host_binds=()
 case "$workdir/" in
-    /tmp/* | /run/* | /proc/* | /sys/* | /dev/*)
-        vm_die "the current directory $workdir is not visible in the VM (its /tmp, /run, /proc, /sys, /dev are its own)" ;;
+    /tmp/* | /run/*) host_binds+=("$workdir") ;;
+    /proc/* | /sys/* | /dev/*)
+        vm_die "the current directory $workdir is not visible in the VM (its /proc, /sys, /dev are its own)" ;;
 esac
 
 accel=${VM_ACCEL:-$ACCEL}
@@ -57,6 +60,7 @@ timeout=${VM_TIMEOUT:-600}
 [[ "$timeout" =~ ^[0-9]+$ ]] || vm_die "VM_TIMEOUT must be whole seconds, got '$timeout'"
 
 exchange=$(mktemp -d /tmp/vm-tier.XXXXXX)
+printf '%s\n' "${host_binds[@]}" > "$exchange/host-binds"
 console_log="$exchange/console.log"
 qemu_pid=
 tail_pid=
