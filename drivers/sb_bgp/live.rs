@@ -352,11 +352,22 @@ impl SbBgpDriver {
         }
     }
 
-    fn apply_ovs(&mut self) -> Result<(), PluginError> {
+    /// Follow the local Open_vSwitch row. A row that became unusable (system-id removed, say) is
+    /// reported and the last good identity kept: exposures are not withdrawn on a hiccup.
+    fn apply_ovs(&mut self) {
         let Some(ovs) = &self.ovs else {
-            return Ok(());
+            return;
         };
-        let identity = read_identity(ovs)?;
+        let identity = match read_identity(ovs) {
+            Ok(identity) => identity,
+            Err(e) => {
+                warn!(
+                    "{e}; keeping chassis {} and its bridge mappings",
+                    self.local.name
+                );
+                return;
+            }
+        };
         if identity.system_id != self.local.name {
             // The chassis identity is what every exposure is keyed on; follow it, loudly.
             warn!(
@@ -369,7 +380,6 @@ impl SbBgpDriver {
             name: identity.system_id,
             bridge_mappings: identity.bridge_mappings,
         };
-        Ok(())
     }
 
     async fn connect_sb(&mut self, identity: &OvsIdentity) -> Result<(), PluginError> {
@@ -446,7 +456,7 @@ impl SbBgpDriver {
             }
         }
         if ovs_changed {
-            self.apply_ovs()?;
+            self.apply_ovs();
         }
         Ok(scope)
     }
@@ -508,7 +518,7 @@ impl Driver for SbBgpDriver {
                 None => return Err(failed("Southbound client stopped")),
             },
             batch = ovs_rx.recv() => match batch {
-                Some(_) => self.apply_ovs()?,
+                Some(_) => self.apply_ovs(),
                 None => return Err(failed("local OVS database client stopped")),
             },
         }
