@@ -7,86 +7,23 @@
 mod agent_fixture;
 mod lab_fixture;
 
-use std::process::Command;
 use std::time::Duration;
 
 use agent_fixture::Agent;
-use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, require_root, run_ok, wait_for};
+use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, has, require_root, wait_for};
 
 /// Test intervals: short, so drift repair is observable quickly.
 const OVERRIDES: &str = "[DEFAULT]\nreconcile_interval = 20\nfrr_reconcile_interval = 2\n[ovs]\nflow_check_interval = 2\n";
 
-/// Prefixes the ToR has learned from the chassis (IPv4 and IPv6 unicast).
-fn tor_prefixes(lab: &Lab) -> Vec<String> {
-    let mut out = Vec::new();
-    for cmd in ["show ip bgp json", "show bgp ipv6 unicast json"] {
-        let v = lab.tor_json(cmd);
-        if let Some(routes) = v["routes"].as_object() {
-            out.extend(routes.keys().cloned());
-        }
-    }
-    out.sort();
-    out
-}
-
 fn wait_tor(lab: &Lab, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
     wait_for(what, CONVERGENCE_TIMEOUT, || {
-        let p = tor_prefixes(lab);
+        let p = lab.tor_prefixes();
         if pred(&p) {
             Ok(p)
         } else {
             Err(format!("ToR has {p:?}"))
         }
     })
-}
-
-fn has(prefixes: &[String], p: &str) -> bool {
-    prefixes.iter().any(|x| x == p)
-}
-
-fn ovs_ofctl(lab: &Lab, args: &[&str]) -> String {
-    run_ok(
-        Command::new("ovs-ofctl")
-            .env("OVS_RUNDIR", lab.env("OVS_RUNDIR"))
-            .args(args),
-    )
-}
-
-fn vsctl(lab: &Lab, args: &[&str]) -> String {
-    run_ok(
-        Command::new("ovs-vsctl")
-            .arg(format!("--db=unix:{}", lab.env("OVS_SOCK")))
-            .args(args),
-    )
-}
-
-fn nbctl(lab: &Lab, args: &[&str]) -> String {
-    run_ok(
-        Command::new("ovn-nbctl")
-            .arg(format!("--db=unix:{}", lab.env("NB_SOCK")))
-            .args(args),
-    )
-}
-
-/// The routing table the agent allocated for br-ex in the lab's rt_tables file.
-fn br_ex_table(lab: &Lab) -> String {
-    let text = std::fs::read_to_string(lab.env("RT_TABLES")).unwrap();
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let n = f.next()?;
-            (f.next()? == "br-ex").then(|| n.to_owned())
-        })
-        .next()
-        .unwrap_or_else(|| panic!("no br-ex line in rt_tables:\n{text}"))
-}
-
-fn updates_received_from_chassis(lab: &Lab) -> u64 {
-    let chassis_ip = lab.env("CHASSIS_IP4").to_owned();
-    let v = lab.tor_json(&format!("show bgp neighbors {chassis_ip} json"));
-    v[&chassis_ip]["messageStats"]["updatesRecv"]
-        .as_u64()
-        .expect("updatesRecv in show bgp neighbors json")
 }
 
 #[test]
@@ -110,7 +47,7 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
     agent.assert_running();
 
     // Kernel state on the chassis.
-    let table = br_ex_table(&lab);
+    let table = lab.br_ex_table();
     let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
     for a in all {
         assert!(addrs.contains(a.as_str()), "{a} not on bgp-nic:\n{addrs}");
@@ -155,7 +92,7 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
     let proxy = lab.ip_chassis(&["-6", "neigh", "show", "proxy"]);
     assert!(proxy.contains("2001:db8:: dev br-ex"), "{proxy}");
     // A9: the MAC-tweak flow pair on the provider bridge.
-    let flows = ovs_ofctl(&lab, &["dump-flows", "br-ex", "cookie=0x3e7/-1"]);
+    let flows = lab.ovs_ofctl(&["dump-flows", "br-ex", "cookie=0x3e7/-1"]);
     assert_eq!(
         flows.lines().filter(|l| l.contains("cookie=0x3e7")).count(),
         2,
@@ -167,10 +104,7 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
     // Unbind the provider VM (as Nova does on delete: its interface loses iface-id): withdrawn
     // at the ToR and removed from bgp-nic (B3); the others stay.
     let tap = format!("tap{}", &lab.env("VM_PROVIDER_PORT_ID")[..11]);
-    vsctl(
-        &lab,
-        &["remove", "Interface", &tap, "external_ids", "iface-id"],
-    );
+    lab.vsctl(&["remove", "Interface", &tap, "external_ids", "iface-id"]);
     wait_tor(&lab, "provider VM withdrawn", |p| {
         !has(p, &vm4) && !has(p, &vm6) && has(p, &gw4) && has(p, &fip)
     });
@@ -183,15 +117,12 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
     );
 
     // Bind it again.
-    vsctl(
-        &lab,
-        &[
-            "set",
-            "Interface",
-            &tap,
-            &format!("external_ids:iface-id={}", lab.env("VM_PROVIDER_PORT_ID")),
-        ],
-    );
+    lab.vsctl(&[
+        "set",
+        "Interface",
+        &tap,
+        &format!("external_ids:iface-id={}", lab.env("VM_PROVIDER_PORT_ID")),
+    ]);
     wait_tor(&lab, "provider VM exposed again", |p| {
         has(p, &vm4) && has(p, &vm6)
     });
@@ -199,15 +130,12 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
     // A hostile row: the port's addresses become garbage. It is skipped with a warning naming
     // the row, its IP is withdrawn, and everything else stays exposed.
     let lsp = lab.env("VM_PROVIDER_PORT_ID").to_owned();
-    nbctl(
-        &lab,
-        &[
-            "set",
-            "Logical_Switch_Port",
-            &lsp,
-            "addresses=\"not-a-mac 172.24.4.20\"",
-        ],
-    );
+    lab.nbctl(&[
+        "set",
+        "Logical_Switch_Port",
+        &lsp,
+        "addresses=\"not-a-mac 172.24.4.20\"",
+    ]);
     wait_tor(&lab, "hostile row withdrawn, others kept", |p| {
         !has(p, &vm4) && has(p, &gw4) && has(p, &fip) && has(p, &tenant)
     });
@@ -222,15 +150,12 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
             line.map(|_| ()).ok_or_else(|| agent.log_tail())
         },
     );
-    nbctl(
-        &lab,
-        &[
-            "set",
-            "Logical_Switch_Port",
-            &lsp,
-            "addresses=\"fa:16:3e:00:00:20 172.24.4.20 2001:db8::20\"",
-        ],
-    );
+    lab.nbctl(&[
+        "set",
+        "Logical_Switch_Port",
+        &lsp,
+        "addresses=\"fa:16:3e:00:00:20 172.24.4.20 2001:db8::20\"",
+    ]);
     wait_tor(&lab, "repaired row exposed again", |p| {
         all.iter().all(|x| has(p, x))
     });
@@ -239,24 +164,21 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
     // addresses or binding, named `ovn-lb-vip-<lb>`, its IP in neutron:cidrs. The gateway
     // chassis announces it (tenant exposure).
     let private_ls = format!("neutron-{}", lab.env("NET_PRIVATE_ID"));
-    nbctl(
-        &lab,
-        &[
-            "lsp-add",
-            &private_ls,
-            "lb-vip-port",
-            "--",
-            "set",
-            "Logical_Switch_Port",
-            "lb-vip-port",
-            "external_ids:\"neutron:cidrs\"=\"10.0.0.50/24\"",
-            "external_ids:\"neutron:port_name\"=\"ovn-lb-vip-lb1\"",
-        ],
-    );
+    lab.nbctl(&[
+        "lsp-add",
+        &private_ls,
+        "lb-vip-port",
+        "--",
+        "set",
+        "Logical_Switch_Port",
+        "lb-vip-port",
+        "external_ids:\"neutron:cidrs\"=\"10.0.0.50/24\"",
+        "external_ids:\"neutron:port_name\"=\"ovn-lb-vip-lb1\"",
+    ]);
     wait_tor(&lab, "the LB VIP at the ToR", |p| has(p, "10.0.0.50/32"));
     let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
     assert!(addrs.contains("10.0.0.50/32"), "{addrs}");
-    nbctl(&lab, &["lsp-del", "lb-vip-port"]);
+    lab.nbctl(&["lsp-del", "lb-vip-port"]);
     wait_tor(&lab, "the LB VIP withdrawn", |p| {
         !has(p, "10.0.0.50/32") && has(p, &gw4)
     });
@@ -278,7 +200,7 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
         ]);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    nbctl(&lab, &args);
+    lab.nbctl(&args);
     let many = wait_tor(&lab, "100 more FIPs at the ToR", |p| {
         (1..=100).all(|i| has(p, &format!("172.24.5.{i}/32")))
     });
@@ -286,7 +208,7 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
 
     // Restart the agent: the ToR must see no UPDATE at all (nothing withdrawn and re-added).
     std::thread::sleep(Duration::from_secs(2)); // let BGP settle after the last change
-    let before = updates_received_from_chassis(&lab);
+    let before = lab.updates_received_from_chassis();
     let stop_took = agent.stop();
     assert!(
         stop_took < Duration::from_secs(2),
@@ -309,12 +231,12 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
     std::thread::sleep(Duration::from_secs(4)); // two repair ticks and FRR's advertisement timer
     agent.assert_running();
     assert_eq!(
-        updates_received_from_chassis(&lab),
+        lab.updates_received_from_chassis(),
         before,
         "the ToR received UPDATEs across an agent restart:\n{}",
         agent.log_tail()
     );
-    let p = tor_prefixes(&lab);
+    let p = lab.tor_prefixes();
     assert!(all.iter().all(|x| has(&p, x)), "{p:?}");
     assert_eq!(
         p.len(),

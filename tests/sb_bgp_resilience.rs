@@ -131,22 +131,6 @@ struct KernelState {
     routes: BTreeSet<String>,
 }
 
-/// The routing table id the agent registered for br-ex in the lab's rt_tables file.
-fn br_ex_table(lab: &Lab) -> String {
-    let path = lab.env("RT_TABLES");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            match (f.next(), f.next()) {
-                (Some(id), Some("br-ex")) => Some(id.to_owned()),
-                _ => None,
-            }
-        })
-        .next()
-        .unwrap_or_else(|| panic!("no br-ex table in {path}:\n{text}"))
-}
-
 /// `ip -n <chassis> ARGS…` output; empty if it fails (a device deleted by hand, say).
 fn ip_chassis_lenient(lab: &Lab, args: &[&str]) -> String {
     Command::new("ip")
@@ -297,15 +281,6 @@ fn cookie_flows(lab: &Lab) -> Vec<(f64, String)> {
         .collect()
 }
 
-fn vsctl(lab: &Lab, args: &[&str]) -> String {
-    run_ok(
-        Command::new("ovs-vsctl")
-            .arg(format!("--db=unix:{}", lab.env("OVS_SOCK")))
-            .arg("--timeout=10")
-            .args(args),
-    )
-}
-
 /// A lab with the agent running and everything exposed: the baseline of every scenario.
 struct Running {
     lab: Lab,
@@ -336,7 +311,7 @@ impl Running {
         running.wait("first exposure at the ToR", FIRST_EXPOSURE, |r| {
             tor_has_expected(&r.lab, &r.exp)
         });
-        running.table = br_ex_table(&running.lab);
+        running.table = running.lab.br_ex_table();
         // Settle: the kernel state must be stable for a repair tick before it is the baseline.
         let table = running.table.clone();
         running.wait(
@@ -472,10 +447,8 @@ impl Running {
     /// /32 and /128 and its kernel state goes, the rest stays.
     fn unbind_provider_vm_and_see_it_withdrawn(&mut self, bound: Duration) {
         let tap = self.provider_tap();
-        vsctl(
-            &self.lab,
-            &["remove", "Interface", &tap, "external_ids", "iface-id"],
-        );
+        self.lab
+            .vsctl(&["remove", "Interface", &tap, "external_ids", "iface-id"]);
         let v4 = format!("{}/32", self.lab.env("VM_PROVIDER_IP4"));
         let v6 = format!("{}/128", self.lab.env("VM_PROVIDER_IP6"));
         let mut left4 = self.exp.routes4.clone();
@@ -522,7 +495,7 @@ impl Running {
             "external_ids:iface-id={}",
             self.lab.env("VM_PROVIDER_PORT_ID")
         );
-        vsctl(&self.lab, &["set", "Interface", &tap, &iface_id]);
+        self.lab.vsctl(&["set", "Interface", &tap, &iface_id]);
     }
 }
 
@@ -664,7 +637,7 @@ fn ovs_emer_reset_gets_the_cookie_flows_back() {
     // lesson-ovs-restart-flows). The lab's br-ex has the default mode, so give it the
     // `secure` mode Neutron gives physical bridges: that change flushes too, a first check.
     let secured_at = Instant::now();
-    vsctl(&r.lab, &["set", "Bridge", "br-ex", "fail_mode=secure"]);
+    r.lab.vsctl(&["set", "Bridge", "br-ex", "fail_mode=secure"]);
     let flushed = cookie_flows(&r.lab).is_empty();
     eprintln!(
         "right after fail_mode=secure the cookie flows were {}",
@@ -685,9 +658,9 @@ fn ovs_emer_reset_gets_the_cookie_flows_back() {
     );
 
     let reset_at = Instant::now();
-    vsctl(&r.lab, &["emer-reset"]);
+    r.lab.vsctl(&["emer-reset"]);
     let flushed = cookie_flows(&r.lab).is_empty();
-    let fail_mode = vsctl(&r.lab, &["get", "Bridge", "br-ex", "fail_mode"]);
+    let fail_mode = r.lab.vsctl(&["get", "Bridge", "br-ex", "fail_mode"]);
     assert_eq!(fail_mode.trim(), "[]", "emer-reset clears fail_mode");
     eprintln!(
         "right after emer-reset the cookie flows were {}",

@@ -329,7 +329,7 @@ fn agent_end_to_end_on_the_production_path() {
 mod production_path {
     use super::PROVIDER_VLAN;
     use crate::agent_fixture::Agent;
-    use crate::lab_fixture::{Lab, run_ok, wait_for};
+    use crate::lab_fixture::{Lab, has, run_ok, wait_for};
     use std::process::Command;
     use std::time::{Duration, Instant};
 
@@ -374,25 +374,10 @@ mod production_path {
         Duration::from_secs(base_secs * u64::from(time_scale()))
     }
 
-    fn tor_prefixes(lab: &Lab) -> Vec<String> {
-        let mut out = Vec::new();
-        for cmd in ["show ip bgp json", "show bgp ipv6 unicast json"] {
-            if let Some(routes) = lab.tor_json(cmd)["routes"].as_object() {
-                out.extend(routes.keys().cloned());
-            }
-        }
-        out.sort();
-        out
-    }
-
-    fn has(prefixes: &[String], p: &str) -> bool {
-        prefixes.iter().any(|x| x == p)
-    }
-
     fn wait_tor(lab: &Lab, what: &str, pred: impl Fn(&[String]) -> bool) -> Duration {
         let started = Instant::now();
         wait_for(what, scaled(8), || {
-            let p = tor_prefixes(lab);
+            let p = lab.tor_prefixes();
             if pred(&p) {
                 Ok(())
             } else {
@@ -410,21 +395,13 @@ mod production_path {
         })
     }
 
-    fn updates_received_from_chassis(lab: &Lab) -> u64 {
-        let chassis_ip = lab.env("CHASSIS_IP4").to_owned();
-        let v = lab.tor_json(&format!("show bgp neighbors {chassis_ip} json"));
-        v[&chassis_ip]["messageStats"]["updatesRecv"]
-            .as_u64()
-            .expect("updatesRecv in show bgp neighbors json")
-    }
-
     /// The ToR's UPDATE count from the chassis once it stayed the same for 3 s (the rebind's
     /// UPDATEs may still be on their way).
     fn settled_updates_received_from_chassis(lab: &Lab) -> u64 {
-        let mut last = updates_received_from_chassis(lab);
+        let mut last = lab.updates_received_from_chassis();
         wait_for("the ToR's UPDATE count to settle", scaled(3), || {
             std::thread::sleep(Duration::from_secs(3));
-            let now = updates_received_from_chassis(lab);
+            let now = lab.updates_received_from_chassis();
             let settled = now == last;
             last = now;
             if settled {
@@ -445,32 +422,11 @@ mod production_path {
         )
     }
 
-    fn ovs_ofctl(lab: &Lab, args: &[&str]) -> String {
-        run_ok(
-            Command::new("ovs-ofctl")
-                .env("OVS_RUNDIR", lab.env("OVS_RUNDIR"))
-                .args(args),
-        )
-    }
-
     fn mac_tweak_flows(lab: &Lab) -> usize {
-        ovs_ofctl(lab, &["dump-flows", "br-ex", "cookie=0x3e7/-1"])
+        lab.ovs_ofctl(&["dump-flows", "br-ex", "cookie=0x3e7/-1"])
             .lines()
             .filter(|l| l.contains("cookie=0x3e7"))
             .count()
-    }
-
-    /// The routing table the agent allocated for br-ex in the lab's rt_tables file.
-    fn br_ex_table(lab: &Lab) -> String {
-        let text = std::fs::read_to_string(lab.env("RT_TABLES")).expect("read rt_tables");
-        text.lines()
-            .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                let n = f.next()?;
-                (f.next()? == "br-ex").then(|| n.to_owned())
-            })
-            .next()
-            .unwrap_or_else(|| panic!("no br-ex line in rt_tables:\n{text}"))
     }
 
     /// Kills the daemon whose pid file is `pidfile` (SIGTERM, then waits for it to go).
@@ -675,7 +631,7 @@ mod production_path {
             "{vlan_dev} is not an 802.1Q VLAN on br-ex:\n{vlan}"
         );
         pass("br-ex.100 is an 802.1Q VLAN id 100 on br-ex");
-        let table = br_ex_table(&lab);
+        let table = lab.br_ex_table();
         let routes = lab.ip_chassis(&["route", "show", "table", &table])
             + &lab.ip_chassis(&["-6", "route", "show", "table", &table]);
         for want in [
@@ -756,14 +712,14 @@ mod production_path {
         });
         std::thread::sleep(Duration::from_secs(2 * u64::from(frr_interval))); // two repair ticks
         agent.assert_running();
-        let after = updates_received_from_chassis(&lab);
+        let after = lab.updates_received_from_chassis();
         assert_eq!(
             after,
             before,
             "the ToR received UPDATEs across an agent restart:\n{}",
             agent.log_tail()
         );
-        assert!(all.iter().all(|x| has(&tor_prefixes(&lab), x)));
+        assert!(all.iter().all(|x| has(&lab.tor_prefixes(), x)));
         pass("an agent restart sends zero UPDATEs to the ToR");
 
         // ovs-vswitchd restart: OpenFlow tables start empty; the agent's flow check repairs.

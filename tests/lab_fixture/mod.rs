@@ -184,6 +184,69 @@ impl Lab {
     }
 
     /// A JSON `show` command against the ToR.
+    /// Every prefix the ToR learned (IPv4 and IPv6 unicast), sorted.
+    pub fn tor_prefixes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for cmd in ["show ip bgp json", "show bgp ipv6 unicast json"] {
+            if let Some(routes) = self.tor_json(cmd)["routes"].as_object() {
+                out.extend(routes.keys().cloned());
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// BGP UPDATE messages the ToR received from the chassis so far.
+    pub fn updates_received_from_chassis(&self) -> u64 {
+        let chassis_ip = self.env("CHASSIS_IP4").to_owned();
+        let v = self.tor_json(&format!("show bgp neighbors {chassis_ip} json"));
+        v[&chassis_ip]["messageStats"]["updatesRecv"]
+            .as_u64()
+            .expect("updatesRecv in show bgp neighbors json")
+    }
+
+    /// The routing table the agent allocated for br-ex in the lab's rt_tables file.
+    pub fn br_ex_table(&self) -> String {
+        let path = self.env("RT_TABLES");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+        text.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let n = f.next()?;
+                (f.next()? == "br-ex").then(|| n.to_owned())
+            })
+            .next()
+            .unwrap_or_else(|| panic!("no br-ex table in {path}:\n{text}"))
+    }
+
+    /// `ovs-vsctl` against the lab's OVS database; must succeed.
+    pub fn vsctl(&self, args: &[&str]) -> String {
+        run_ok(
+            Command::new("ovs-vsctl")
+                .arg(format!("--db=unix:{}", self.env("OVS_SOCK")))
+                .arg("--timeout=10")
+                .args(args),
+        )
+    }
+
+    /// `ovs-ofctl` with the lab's OVS run directory; must succeed.
+    pub fn ovs_ofctl(&self, args: &[&str]) -> String {
+        run_ok(
+            Command::new("ovs-ofctl")
+                .env("OVS_RUNDIR", self.env("OVS_RUNDIR"))
+                .args(args),
+        )
+    }
+
+    /// `ovn-nbctl` against the lab's Northbound; must succeed.
+    pub fn nbctl(&self, args: &[&str]) -> String {
+        run_ok(
+            Command::new("ovn-nbctl")
+                .arg(format!("--db=unix:{}", self.env("NB_SOCK")))
+                .args(args),
+        )
+    }
+
     pub fn tor_json(&self, cmd: &str) -> Value {
         let text = self.vtysh_tor(cmd);
         serde_json::from_str(&text)
@@ -274,6 +337,11 @@ impl Drop for Lab {
             Err(e) => eprintln!("cannot run down.sh for {}: {e}", self.dir.display()),
         }
     }
+}
+
+/// True if `p` is among `prefixes` (as [`Lab::tor_prefixes`] returns them).
+pub fn has(prefixes: &[String], p: &str) -> bool {
+    prefixes.iter().any(|x| x == p)
 }
 
 /// Polls `probe` until it returns `Ok`, or panics after `timeout` with the last `Err` message.
