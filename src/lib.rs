@@ -4,6 +4,8 @@
 //! [`system`]), the configuration ([`config`]) and the capability layer ([`caps`]). Drivers live in
 //! `drivers/`, exposure backends in `backends/`, one folder and one cargo feature each.
 
+#[cfg(feature = "mimalloc")]
+pub mod alloc;
 pub mod caps;
 pub mod cli;
 pub mod config;

@@ -8,17 +8,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use serde::de::DeserializeSeed;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::error::OvsdbError;
-use super::jsonrpc::{Connection, Incoming, WireStats};
-use super::monitor::{
-    CondSinceReplySeed, MonitorMethod, TableUpdate, UpdateFormat, UpdatesSeed, monitor_requests,
-};
+use super::jsonrpc::{Connection, Incoming, RawJson, WireStats};
+use super::monitor::{MonitorMethod, TableUpdate, UpdateFormat, monitor_requests};
 use super::ops::{Clause, MonitorCondition, Op, OpResult, parse_transact_result};
 use super::remote::{Backoff, Remote, TlsFiles, connect, random_u64};
 use super::replica::{Change, Replica, TableMeta};
@@ -135,6 +132,10 @@ pub struct ChangeBatch {
     /// Transaction id after this batch (clustered databases with `monitor_cond_since`).
     pub txn_id: Option<Uuid>,
     pub changes: Vec<Change>,
+    /// For a batch from one update notification: when the notification had been read off the
+    /// socket, so `received.elapsed()` at the consumer is the client's own share of the
+    /// latency (decode, replica, indexes, channel).
+    pub received: Option<std::time::Instant>,
 }
 
 /// Counters describing the client's life so far.
@@ -469,11 +470,11 @@ fn rpc_error(remote: &str, method: &str, error: &Value) -> OvsdbError {
 }
 
 fn parse_raw<'a, T: serde::Deserialize<'a>>(
-    raw: &'a RawValue,
+    raw: &'a str,
     remote: &str,
     what: &str,
 ) -> Result<T, OvsdbError> {
-    serde_json::from_str(raw.get()).map_err(|e| OvsdbError::Protocol {
+    serde_json::from_str(raw).map_err(|e| OvsdbError::Protocol {
         remote: remote.to_owned(),
         reason: format!("{what}: {e}"),
     })
@@ -481,20 +482,13 @@ fn parse_raw<'a, T: serde::Deserialize<'a>>(
 
 /// Decodes table-updates for `metas` (public for benchmarks and tests).
 pub fn parse_updates(
-    raw: &RawValue,
+    raw: &str,
     metas: &[Arc<TableMeta>],
     format: UpdateFormat,
     remote: &str,
     interner: Option<&RefCell<Interner>>,
 ) -> Result<Vec<TableUpdate>, OvsdbError> {
-    let mut de = serde_json::Deserializer::from_str(raw.get());
-    UpdatesSeed {
-        metas,
-        format,
-        interner,
-    }
-    .deserialize(&mut de)
-    .map_err(|e| OvsdbError::Protocol {
+    super::decode::table_updates(raw, metas, format, interner).map_err(|e| OvsdbError::Protocol {
         remote: remote.to_owned(),
         reason: format!("table-updates: {e}"),
     })
@@ -506,7 +500,7 @@ fn is_unknown_method(error: &Value) -> bool {
 }
 
 impl Session {
-    async fn call(&mut self, method: &str, params: Value) -> Result<Box<RawValue>, OvsdbError> {
+    async fn call(&mut self, method: &str, params: Value) -> Result<RawJson, OvsdbError> {
         let id = self.conn.request(method, params).await?;
         loop {
             let msg = self.conn.recv().await?;
@@ -526,7 +520,7 @@ impl Session {
                     });
                 }
                 Incoming::Request { id, method, params } if method == "echo" => {
-                    let p: Value = parse_raw(&params, &self.conn.remote, "echo params")?;
+                    let p: Value = parse_raw(params.get(), &self.conn.remote, "echo params")?;
                     self.conn.reply(id, p).await?;
                 }
                 other => self.early.push_back(other),
@@ -647,7 +641,7 @@ impl Worker {
             {
                 Ok(raw) => {
                     let mut server = Replica::new(vec![meta.clone()]);
-                    let ups = parse_updates(&raw, &[meta], UpdateFormat::V2, &name, None)?;
+                    let ups = parse_updates(raw.get(), &[meta], UpdateFormat::V2, &name, None)?;
                     server.resync(ups, &mut Vec::new());
                     self.check_server(&server, &name)?;
                     s.server = Some(server);
@@ -662,7 +656,7 @@ impl Worker {
             Ok(raw) => raw,
             Err(OvsdbError::Rpc { error, .. }) if error.contains("unknown database") => {
                 let dbs = s.call("list_dbs", json!([])).await?;
-                let dbs: Vec<String> = parse_raw(&dbs, &name, "list_dbs")?;
+                let dbs: Vec<String> = parse_raw(dbs.get(), &name, "list_dbs")?;
                 return Err(OvsdbError::NoSuchDatabase {
                     db: self.config.db.clone(),
                     remote: name,
@@ -671,7 +665,7 @@ impl Worker {
             }
             Err(e) => return Err(e),
         };
-        let schema_json: Value = parse_raw(&schema_raw, &name, "schema")?;
+        let schema_json: Value = parse_raw(schema_raw.get(), &name, "schema")?;
         let schema = DatabaseSchema::from_json(&schema_json, &name)?;
         let metas = self.validate(&schema)?;
         *lock(&self.shared.schema) = Some(Arc::new(schema));
@@ -716,12 +710,11 @@ impl Worker {
                 Ok(raw) => {
                     let metas = self.metas.clone().unwrap_or_default();
                     if self.method == MonitorMethod::CondSince {
-                        let mut de = serde_json::Deserializer::from_str(raw.get());
-                        let reply = CondSinceReplySeed {
-                            metas: &metas,
-                            interner: Some(&self.interner),
-                        }
-                        .deserialize(&mut de)
+                        let reply = super::decode::cond_since_reply(
+                            raw.get(),
+                            &metas,
+                            Some(&self.interner),
+                        )
                         .map_err(|e| OvsdbError::Protocol {
                             remote: name.clone(),
                             reason: format!("monitor_cond_since reply: {e}"),
@@ -731,7 +724,7 @@ impl Worker {
                         break (reply.updates, resumed, (txn != Uuid::ZERO).then_some(txn));
                     }
                     let updates = parse_updates(
-                        &raw,
+                        raw.get(),
                         &metas,
                         self.method.format(),
                         &name,
@@ -819,7 +812,7 @@ impl Worker {
         Ok(metas)
     }
 
-    fn emit(&self, kind: BatchKind, changes: Vec<Change>) {
+    fn emit(&self, kind: BatchKind, changes: Vec<Change>, received: Option<std::time::Instant>) {
         let txn_id = self
             .shared
             .replica
@@ -833,6 +826,7 @@ impl Worker {
             kind,
             txn_id,
             changes,
+            received,
         });
     }
 
@@ -880,7 +874,7 @@ impl Worker {
             self.conditions_changed = false;
         }
         *lock(&st.method) = Some(self.method.name());
-        self.emit(kind, changes);
+        self.emit(kind, changes, None);
         self.synced_once = true;
         self.shared.connected.store(true, Ordering::Relaxed);
         self.ready.send_replace(Some(Ok(())));
@@ -1031,7 +1025,7 @@ impl Worker {
         match msg {
             Incoming::Request { id, method, params } => {
                 if method == "echo" {
-                    let p: Value = parse_raw(&params, &remote, "echo params")?;
+                    let p: Value = parse_raw(params.get(), &remote, "echo params")?;
                     s.conn.reply(id, p).await?;
                 } else {
                     s.conn
@@ -1039,7 +1033,11 @@ impl Worker {
                         .await?;
                 }
             }
-            Incoming::Notification { method, params } => {
+            Incoming::Notification {
+                method,
+                params,
+                received,
+            } => {
                 let (format, has_txn) = match method.as_str() {
                     "update" => (UpdateFormat::V1, false),
                     "update2" => (UpdateFormat::V2, false),
@@ -1049,14 +1047,14 @@ impl Worker {
                         return Ok(());
                     }
                 };
-                let parts: Vec<&RawValue> = parse_raw(&params, &remote, &method)?;
+                let parts: Vec<&RawValue> = parse_raw(params.get(), &remote, &method)?;
                 let monitor_id: Value = match parts.first() {
-                    Some(p) => parse_raw(p, &remote, "monitor id")?,
+                    Some(p) => parse_raw(p.get(), &remote, "monitor id")?,
                     None => Value::Null,
                 };
                 let (txn, body) = match (has_txn, parts.len()) {
                     (true, 3) => (
-                        Some(parse_raw::<Uuid>(parts[1], &remote, "txn id")?),
+                        Some(parse_raw::<Uuid>(parts[1].get(), &remote, "txn id")?),
                         parts[2],
                     ),
                     (false, 2) => (None, parts[1]),
@@ -1069,7 +1067,7 @@ impl Worker {
                 };
                 if monitor_id == SERVER_MONITOR_ID {
                     let meta = server_database_meta();
-                    let ups = parse_updates(body, &[meta], UpdateFormat::V2, &remote, None)?;
+                    let ups = parse_updates(body.get(), &[meta], UpdateFormat::V2, &remote, None)?;
                     if let Some(mut server) = s.server.take() {
                         server.apply(ups, &mut Vec::new());
                         self.check_server(&server, &remote)?;
@@ -1077,7 +1075,8 @@ impl Worker {
                     }
                     return Ok(());
                 }
-                let updates = parse_updates(body, metas, format, &remote, Some(&self.interner))?;
+                let updates =
+                    parse_updates(body.get(), metas, format, &remote, Some(&self.interner))?;
                 let mut changes = Vec::new();
                 {
                     let mut r = self
@@ -1090,7 +1089,7 @@ impl Worker {
                         r.last_txn_id = Some(t);
                     }
                 }
-                self.emit(BatchKind::Update, changes);
+                self.emit(BatchKind::Update, changes, Some(received));
             }
             Incoming::Response { id, result, error } => {
                 let Some(p) = id.as_u64().and_then(|i| s.pending.remove(&i)) else {
@@ -1098,7 +1097,7 @@ impl Worker {
                 };
                 let result: Result<Value, OvsdbError> = match (error, result) {
                     (Some(e), _) => Err(rpc_error(&remote, "request", &e)),
-                    (None, Some(r)) => parse_raw(&r, &remote, "result"),
+                    (None, Some(r)) => parse_raw(r.get(), &remote, "result"),
                     (None, None) => Ok(Value::Null),
                 };
                 match p {

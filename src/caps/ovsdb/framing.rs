@@ -33,6 +33,21 @@ pub struct FrameSplitter {
     in_string: bool,
     escaped: bool,
     limit: usize,
+    /// Where the container value of the current top-level member opened (depth 1 → 2).
+    member_open: usize,
+    /// `[open, close]` byte ranges of the current message's top-level container members, so
+    /// the JSON-RPC envelope can be decoded without scanning a 70 MB `result` a second time.
+    members: Vec<(usize, usize)>,
+}
+
+/// One complete message, owned: the splitter hands over its buffer instead of copying a large
+/// message out of it.
+#[derive(Debug)]
+pub struct Frame {
+    pub bytes: Vec<u8>,
+    /// Byte ranges (end exclusive) of the top-level members whose values are objects or
+    /// arrays, in order.
+    pub members: Vec<(usize, usize)>,
 }
 
 impl FrameSplitter {
@@ -47,7 +62,19 @@ impl FrameSplitter {
             in_string: false,
             escaped: false,
             limit,
+            member_open: 0,
+            members: Vec::new(),
         }
+    }
+
+    /// The buffer to read the next bytes into, with at least `min` bytes of spare capacity
+    /// (read into `spare_capacity` directly, so bytes are copied once, from the socket).
+    pub fn read_buffer(&mut self, min: usize) -> &mut Vec<u8> {
+        self.compact();
+        if self.buf.capacity() - self.buf.len() < min {
+            self.buf.reserve(min);
+        }
+        &mut self.buf
     }
 
     /// Appends bytes read from the stream.
@@ -70,12 +97,47 @@ impl FrameSplitter {
         self.scan -= self.consumed;
         if let Some(start) = self.start.as_mut() {
             *start -= self.consumed;
+            self.member_open -= self.consumed;
+            for (a, b) in self.members.iter_mut() {
+                *a -= self.consumed;
+                *b -= self.consumed;
+            }
         }
         self.consumed = 0;
     }
 
     /// The next complete message, if the bytes fed so far contain one.
     pub fn next_frame(&mut self) -> Result<Option<&[u8]>, FramingError> {
+        Ok(self.scan()?.map(|(start, end)| &self.buf[start..end]))
+    }
+
+    /// Like [`FrameSplitter::next_frame`], but the message is handed over as an owned
+    /// [`Frame`]. A message that starts at the front of the buffer (every message that spanned
+    /// several reads) takes the buffer itself; only the bytes after it are copied.
+    pub fn take_frame(&mut self) -> Result<Option<Frame>, FramingError> {
+        let Some((start, end)) = self.scan()? else {
+            return Ok(None);
+        };
+        let mut members = std::mem::take(&mut self.members);
+        let bytes = if start == 0 && end > 64 * 1024 {
+            let rest = self.buf[end..].to_vec();
+            let mut bytes = std::mem::replace(&mut self.buf, rest);
+            bytes.truncate(end);
+            self.scan -= end;
+            self.consumed = 0;
+            bytes
+        } else {
+            for (a, b) in members.iter_mut() {
+                *a -= start;
+                *b -= start;
+            }
+            self.buf[start..end].to_vec()
+        };
+        Ok(Some(Frame { bytes, members }))
+    }
+
+    /// Finds the end of the next message: `(start, end)` in `buf`, end exclusive.
+    fn scan(&mut self) -> Result<Option<(usize, usize)>, FramingError> {
         let buf = &self.buf;
         let mut i = self.scan;
         let end = buf.len();
@@ -91,6 +153,9 @@ impl FrameSplitter {
                     b'{' => {
                         self.start = Some(i);
                         self.depth = 1;
+                        // Never behind `start`, so `compact` can shift it like the rest.
+                        self.member_open = i;
+                        self.members.clear();
                         i += 1;
                         continue;
                     }
@@ -104,7 +169,7 @@ impl FrameSplitter {
                     i += 1;
                 } else {
                     // Fast path: skip ordinary string bytes in bulk.
-                    match memchr::memchr2(b'"', b'\\', &buf[i..end]) {
+                    match find_quote_or_backslash(&buf[i..end]) {
                         None => i = end,
                         Some(off) => {
                             let pos = i + off;
@@ -120,20 +185,27 @@ impl FrameSplitter {
             } else {
                 match b {
                     b'"' => self.in_string = true,
-                    b'{' | b'[' => self.depth += 1,
+                    b'{' | b'[' => {
+                        self.depth += 1;
+                        if self.depth == 2 {
+                            self.member_open = i;
+                        }
+                    }
                     b'}' | b']' => {
                         if self.depth == 0 {
                             return Err(FramingError::Unbalanced { byte: b });
                         }
                         self.depth -= 1;
-                        if self.depth == 0 {
+                        if self.depth == 1 {
+                            self.members.push((self.member_open, i + 1));
+                        } else if self.depth == 0 {
                             if i + 1 - start > self.limit {
                                 return Err(FramingError::TooLarge { limit: self.limit });
                             }
                             self.start = None;
                             self.scan = i + 1;
                             self.consumed = i + 1;
-                            return Ok(Some(&self.buf[start..=i]));
+                            return Ok(Some((start, i + 1)));
                         }
                     }
                     _ => {}
@@ -152,6 +224,32 @@ impl FrameSplitter {
         }
         Ok(None)
     }
+}
+
+/// Position of the first `"` or `\\` in `hay`. OVSDB strings are mostly short (UUIDs, names,
+/// `external_ids` keys), where a vector search's setup costs more than the search: the first
+/// 32 bytes are checked eight at a time in a register, longer strings go to `memchr2`.
+#[inline]
+pub(crate) fn find_quote_or_backslash(hay: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Flags bytes of `w` equal to the byte in `pattern`: the lowest flagged byte is always a
+    // true match (borrows only propagate upwards), which is all a forward search needs.
+    #[inline]
+    fn matches(w: u64, pattern: u64) -> u64 {
+        let x = w ^ pattern;
+        x.wrapping_sub(ONES) & !x & HIGHS
+    }
+    let mut i = 0;
+    while i + 8 <= hay.len() && i < 32 {
+        let w = u64::from_le_bytes(hay[i..i + 8].try_into().expect("8 bytes"));
+        let m = matches(w, ONES * u64::from(b'"')) | matches(w, ONES * u64::from(b'\\'));
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    memchr::memchr2(b'"', b'\\', &hay[i..]).map(|off| i + off)
 }
 
 #[cfg(test)]

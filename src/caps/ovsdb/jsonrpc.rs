@@ -5,16 +5,41 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Deserialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::error::OvsdbError;
-use super::framing::{FrameSplitter, FramingError};
+use super::framing::{Frame, FrameSplitter, FramingError};
 use super::remote::BoxStream;
+
+/// A JSON value inside a received message, kept as text in the message's own buffer (no copy:
+/// the first download of a large database is one message of tens of megabytes).
+#[derive(Debug, Clone)]
+pub struct RawJson {
+    text: String,
+    start: usize,
+    end: usize,
+}
+
+impl RawJson {
+    /// The value's JSON text.
+    pub fn get(&self) -> &str {
+        &self.text[self.start..self.end]
+    }
+
+    /// A value from its JSON text (tests and tools).
+    pub fn from_text(text: impl Into<String>) -> RawJson {
+        let text = text.into();
+        let end = text.len();
+        RawJson {
+            text,
+            start: 0,
+            end,
+        }
+    }
+}
 
 /// A decoded incoming message. Bulky parts stay raw JSON text for a typed second pass.
 #[derive(Debug)]
@@ -22,70 +47,78 @@ pub enum Incoming {
     Request {
         id: Value,
         method: String,
-        params: Box<RawValue>,
+        params: RawJson,
     },
     Notification {
         method: String,
-        params: Box<RawValue>,
+        params: RawJson,
+        /// When the whole message had been read from the socket (for latency accounting).
+        received: std::time::Instant,
     },
     Response {
         id: Value,
-        result: Option<Box<RawValue>>,
+        result: Option<RawJson>,
         error: Option<Value>,
     },
 }
 
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    params: Option<Box<RawValue>>,
-    #[serde(default)]
-    result: Option<Box<RawValue>>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
 /// Decodes one framed message (public for benchmarks and tests).
-pub fn decode(frame: &[u8], remote: &str) -> Result<Incoming, OvsdbError> {
-    // Validating UTF-8 once up front (std's fast path) lets serde_json skip it per string.
-    let text = std::str::from_utf8(frame).map_err(|e| OvsdbError::Protocol {
+pub fn decode(frame: Frame, remote: &str) -> Result<Incoming, OvsdbError> {
+    let protocol = |reason: String| OvsdbError::Protocol {
         remote: remote.to_owned(),
-        reason: format!("message is not UTF-8: {e}"),
-    })?;
-    let wire: Wire = serde_json::from_str(text).map_err(|e| OvsdbError::Protocol {
-        remote: remote.to_owned(),
-        reason: format!("invalid JSON-RPC message: {e}"),
-    })?;
-    let params = |p: Option<Box<RawValue>>| match p {
-        Some(p) => Ok(p),
-        None => RawValue::from_string("[]".to_owned()).map_err(|e| OvsdbError::Protocol {
-            remote: remote.to_owned(),
-            reason: e.to_string(),
-        }),
+        reason,
     };
-    match (wire.method, wire.id) {
+    // Validating UTF-8 once up front (std's fast path) lets the decoders borrow every string.
+    let text = String::from_utf8(frame.bytes)
+        .map_err(|e| protocol(format!("message is not UTF-8: {}", e.utf8_error())))?;
+    let members = super::decode::envelope_members(&text, &frame.members)
+        .map_err(|e| protocol(format!("invalid JSON-RPC message: {e}")))?;
+    let value = |name: &str, r: &std::ops::Range<usize>| -> Result<Value, OvsdbError> {
+        serde_json::from_str(&text[r.clone()])
+            .map_err(|e| protocol(format!("invalid JSON-RPC {name}: {e}")))
+    };
+    let (mut id, mut method, mut params_at, mut result, mut error) = (None, None, None, None, None);
+    for (name, range) in &members {
+        match &**name {
+            "id" => id = Some(value("id", range)?),
+            "method" => match value("method", range)? {
+                Value::String(m) => method = Some(m),
+                other => return Err(protocol(format!("method is not a string: {other}"))),
+            },
+            "params" => params_at = Some(range.clone()),
+            "result" => result = Some(range.clone()),
+            "error" => error = Some(value("error", range)?),
+            _ => {}
+        }
+    }
+    let raw = |text: String, r: std::ops::Range<usize>| RawJson {
+        text,
+        start: r.start,
+        end: r.end,
+    };
+    let params = |text: String, p: Option<std::ops::Range<usize>>| match p {
+        Some(r) => raw(text, r),
+        None => RawJson::from_text("[]"),
+    };
+    match (method, id) {
         (Some(method), Some(id)) if !id.is_null() => Ok(Incoming::Request {
             id,
             method,
-            params: params(wire.params)?,
+            params: params(text, params_at),
         }),
         (Some(method), _) => Ok(Incoming::Notification {
             method,
-            params: params(wire.params)?,
+            params: params(text, params_at),
+            received: std::time::Instant::now(),
         }),
         (None, Some(id)) => Ok(Incoming::Response {
             id,
-            result: wire.result,
-            error: wire.error.filter(|e| !e.is_null()),
+            result: result
+                .filter(|r| &text[r.clone()] != "null")
+                .map(|r| raw(text, r)),
+            error: error.filter(|e| !e.is_null()),
         }),
-        (None, None) => Err(OvsdbError::Protocol {
-            remote: remote.to_owned(),
-            reason: "message with neither method nor id".into(),
-        }),
+        (None, None) => Err(protocol("message with neither method nor id".into())),
     }
 }
 
@@ -111,6 +144,9 @@ impl Drop for Connection {
     }
 }
 
+/// Spare buffer space offered to each socket read.
+const READ_CHUNK: usize = 256 * 1024;
+
 async fn read_loop(
     mut rd: ReadHalf<BoxStream>,
     remote: String,
@@ -119,9 +155,8 @@ async fn read_loop(
     stats: Arc<WireStats>,
 ) {
     let mut splitter = FrameSplitter::new(max_message);
-    let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let n = match rd.read(&mut buf).await {
+        let n = match rd.read_buf(splitter.read_buffer(READ_CHUNK)).await {
             Ok(0) => {
                 let pending = splitter.pending_bytes();
                 let err = if pending > 0 {
@@ -144,9 +179,8 @@ async fn read_loop(
             }
         };
         stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
-        splitter.extend(&buf[..n]);
         loop {
-            let msg = match splitter.next_frame() {
+            let msg = match splitter.take_frame() {
                 Ok(Some(frame)) => decode(frame, &remote),
                 Ok(None) => break,
                 Err(FramingError::TooLarge { limit }) => Err(OvsdbError::MessageTooLarge {

@@ -82,6 +82,7 @@
 //!   receive the difference (what OVS 3.1 sends).
 
 pub mod client;
+pub mod decode;
 pub mod error;
 pub mod framing;
 pub mod jsonrpc;

@@ -21,25 +21,23 @@ impl Uuid {
 
     /// Parses the canonical `8-4-4-4-12` hex form.
     pub fn parse(s: &str) -> Option<Uuid> {
-        let b = s.as_bytes();
-        if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
+        // Every replica row carries several UUIDs (its own, datapath, chassis), so this is on
+        // the hot path of a full download: fixed offsets and a lookup table, no branches per
+        // character beyond the one validity check.
+        const PAIRS: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+        let b: &[u8; 36] = s.as_bytes().try_into().ok()?;
+        if b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
             return None;
         }
         let mut out = [0u8; 16];
-        let mut n = 0;
-        let mut i = 0;
-        while i < 36 {
-            if b[i] == b'-' {
-                i += 1;
-                continue;
-            }
-            let hi = hex(b[i])?;
-            let lo = hex(b[i + 1])?;
-            out[n] = (hi << 4) | lo;
-            n += 1;
-            i += 2;
+        let mut bad = 0u8;
+        for (o, &i) in out.iter_mut().zip(PAIRS.iter()) {
+            let hi = HEX[b[i] as usize];
+            let lo = HEX[b[i + 1] as usize];
+            bad |= hi | lo;
+            *o = (hi << 4) | (lo & 0x0f);
         }
-        Some(Uuid(out))
+        (bad & 0x80 == 0).then_some(Uuid(out))
     }
 
     /// A random version-4 UUID (used for request ids and uuid-names).
@@ -53,14 +51,21 @@ impl Uuid {
     }
 }
 
-fn hex(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
+/// Hex digit values; 0x80 marks a byte that is not a hex digit.
+static HEX: [u8; 256] = {
+    let mut t = [0x80u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = match c as u8 {
+            d @ b'0'..=b'9' => d - b'0',
+            d @ b'a'..=b'f' => d - b'a' + 10,
+            d @ b'A'..=b'F' => d - b'A' + 10,
+            _ => 0x80,
+        };
+        c += 1;
     }
-}
+    t
+};
 
 impl fmt::Display for Uuid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -305,31 +310,6 @@ impl Datum {
             }
         }
     }
-
-    /// Converts an integer-valued datum to reals where the schema says the column is real
-    /// (JSON does not tell `1` from `1.0`).
-    pub(crate) fn coerce_reals(&mut self, key_real: bool, value_real: bool) {
-        fn fix(a: &mut Atom) {
-            if let Atom::Integer(i) = *a {
-                *a = Atom::Real(i as f64);
-            }
-        }
-        match self {
-            Datum::Atom(a) if key_real => fix(a),
-            Datum::Set(s) if key_real => s.iter_mut().for_each(fix),
-            Datum::Map(m) => {
-                for (k, v) in m.iter_mut() {
-                    if key_real {
-                        fix(k);
-                    }
-                    if value_real {
-                        fix(v);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 impl From<Atom> for Datum {
@@ -454,43 +434,61 @@ impl<'de> Deserialize<'de> for Uuid {
 }
 
 /// Shares the `Arc<str>` of strings that repeat across rows (map keys such as
-/// `neutron:device_owner`, short values such as `""`, `localnet`, `compute:nova`): fewer
-/// allocations while decoding and less memory in the replica. Bounded, so unique strings from a
-/// hostile or churning database cannot grow it without limit.
-#[derive(Debug)]
+/// `neutron:device_owner`, values such as `""`, `localnet`, `compute:nova`, a network's name
+/// or a project id): fewer allocations while decoding and less memory in the replica.
+///
+/// A direct-mapped cache of a fixed number of slots, not a set: a string whose slot holds
+/// another string takes the slot, so repeated strings stay shared while unique ones (port
+/// UUIDs, addresses) only pass through. Memory is bounded whatever the database holds, a
+/// lookup is one hash and one comparison, and nothing is kept alive for long once its rows are
+/// gone.
 pub struct Interner {
+    slots: Box<[Option<Arc<str>>]>,
     // foldhash: fast and seeded per process, so tenant-chosen strings cannot be crafted to
-    // collide.
-    set: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
-    cap: usize,
+    // collide with a chosen victim's slot.
+    hasher: foldhash::fast::RandomState,
 }
+
+impl std::fmt::Debug for Interner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interner")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Slots of an [`Interner`] (a power of two; 256 KiB of pointers).
+const INTERNER_SLOTS: usize = 16_384;
 
 impl Default for Interner {
     fn default() -> Self {
         Interner {
-            set: Default::default(),
-            cap: 65_536,
+            slots: vec![None; INTERNER_SLOTS].into_boxed_slice(),
+            hasher: Default::default(),
         }
     }
 }
 
 impl Interner {
-    /// The shared copy of `s` (or a fresh one when the interner is full).
+    /// The shared copy of `s`, or a fresh one that now takes its slot.
     pub fn intern(&mut self, s: &str) -> Arc<str> {
-        if let Some(a) = self.set.get(s) {
+        use std::hash::BuildHasher;
+        let slot = self.hasher.hash_one(s) as usize & (INTERNER_SLOTS - 1);
+        if let Some(a) = &self.slots[slot]
+            && **a == *s
+        {
             return a.clone();
         }
         let a: Arc<str> = Arc::from(s);
-        if self.set.len() < self.cap {
-            self.set.insert(a.clone());
-        }
+        self.slots[slot] = Some(a.clone());
         a
     }
+    /// Strings held.
     pub fn len(&self) -> usize {
-        self.set.len()
+        self.slots.iter().filter(|s| s.is_some()).count()
     }
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
+        self.len() == 0
     }
 }
 
@@ -527,27 +525,20 @@ impl std::ops::Deref for KeyStr<'_> {
     }
 }
 
-/// Strings up to this length are interned wherever they appear; map keys always are.
-const INTERN_MAX_LEN: usize = 16;
-
+/// Decoding context of the serde path (messages other than table-updates, which
+/// [`super::decode`] handles).
 #[derive(Clone, Copy)]
-struct Ctx<'a> {
-    interner: Option<&'a std::cell::RefCell<Interner>>,
-    key: bool,
-}
+struct Ctx;
 
-impl Ctx<'_> {
+impl Ctx {
     fn string(&self, v: &str) -> Arc<str> {
-        match self.interner {
-            Some(i) if self.key || v.len() <= INTERN_MAX_LEN => i.borrow_mut().intern(v),
-            _ => Arc::from(v),
-        }
+        Arc::from(v)
     }
     fn as_key(self) -> Self {
-        Ctx { key: true, ..self }
+        self
     }
     fn as_value(self) -> Self {
-        Ctx { key: false, ..self }
+        self
     }
 }
 
@@ -558,8 +549,8 @@ enum Tagged {
     Map(Vec<(Atom, Atom)>),
 }
 
-struct AtomSeed<'a>(Ctx<'a>);
-impl<'de> DeserializeSeed<'de> for AtomSeed<'_> {
+struct AtomSeed(Ctx);
+impl<'de> DeserializeSeed<'de> for AtomSeed {
     type Value = Atom;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Atom, D::Error> {
         match d.deserialize_any(TaggedVisitor {
@@ -572,14 +563,14 @@ impl<'de> DeserializeSeed<'de> for AtomSeed<'_> {
     }
 }
 
-struct AtomSeq<'a>(Ctx<'a>);
-impl<'de> DeserializeSeed<'de> for AtomSeq<'_> {
+struct AtomSeq(Ctx);
+impl<'de> DeserializeSeed<'de> for AtomSeq {
     type Value = Vec<Atom>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Atom>, D::Error> {
         d.deserialize_seq(self)
     }
 }
-impl<'de> Visitor<'de> for AtomSeq<'_> {
+impl<'de> Visitor<'de> for AtomSeq {
     type Value = Vec<Atom>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an array of OVSDB atoms")
@@ -593,14 +584,14 @@ impl<'de> Visitor<'de> for AtomSeq<'_> {
     }
 }
 
-struct PairSeed<'a>(Ctx<'a>);
-impl<'de> DeserializeSeed<'de> for PairSeed<'_> {
+struct PairSeed(Ctx);
+impl<'de> DeserializeSeed<'de> for PairSeed {
     type Value = (Atom, Atom);
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_seq(self)
     }
 }
-impl<'de> Visitor<'de> for PairSeed<'_> {
+impl<'de> Visitor<'de> for PairSeed {
     type Value = (Atom, Atom);
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a [key, value] pair")
@@ -620,14 +611,14 @@ impl<'de> Visitor<'de> for PairSeed<'_> {
     }
 }
 
-struct PairSeq<'a>(Ctx<'a>);
-impl<'de> DeserializeSeed<'de> for PairSeq<'_> {
+struct PairSeq(Ctx);
+impl<'de> DeserializeSeed<'de> for PairSeq {
     type Value = Vec<(Atom, Atom)>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_seq(self)
     }
 }
-impl<'de> Visitor<'de> for PairSeq<'_> {
+impl<'de> Visitor<'de> for PairSeq {
     type Value = Vec<(Atom, Atom)>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an array of map pairs")
@@ -656,12 +647,12 @@ impl<'de> Visitor<'de> for PairSeq<'_> {
     }
 }
 
-struct TaggedVisitor<'a> {
+struct TaggedVisitor {
     allow_collections: bool,
-    ctx: Ctx<'a>,
+    ctx: Ctx,
 }
 
-impl<'de> Visitor<'de> for TaggedVisitor<'_> {
+impl<'de> Visitor<'de> for TaggedVisitor {
     type Value = Tagged;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an OVSDB atom, set or map")
@@ -719,19 +710,12 @@ impl<'de> Visitor<'de> for TaggedVisitor<'_> {
     }
 }
 
-/// Decodes a [`Datum`], sharing repeated strings through `interner`.
-pub struct DatumSeed<'a>(pub Option<&'a std::cell::RefCell<Interner>>);
-
-impl<'de> DeserializeSeed<'de> for DatumSeed<'_> {
-    type Value = Datum;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Datum, D::Error> {
+impl<'de> Deserialize<'de> for Datum {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Datum, D::Error> {
         Ok(
             match d.deserialize_any(TaggedVisitor {
                 allow_collections: true,
-                ctx: Ctx {
-                    interner: self.0,
-                    key: false,
-                },
+                ctx: Ctx,
             })? {
                 Tagged::Atom(a) => Datum::Atom(a),
                 Tagged::Set(s) => Datum::set(s),
@@ -743,17 +727,7 @@ impl<'de> DeserializeSeed<'de> for DatumSeed<'_> {
 
 impl<'de> Deserialize<'de> for Atom {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        AtomSeed(Ctx {
-            interner: None,
-            key: false,
-        })
-        .deserialize(d)
-    }
-}
-
-impl<'de> Deserialize<'de> for Datum {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        DatumSeed(None).deserialize(d)
+        AtomSeed(Ctx).deserialize(d)
     }
 }
 
