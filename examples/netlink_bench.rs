@@ -16,6 +16,36 @@ use ovn_bgp_agent::types::InterfaceName;
 
 struct Netns(String);
 
+impl Netns {
+    /// A fresh namespace `<prefix>-<pid>`, deleted on drop.
+    fn add(prefix: &str) -> Netns {
+        let ns = Netns(format!("{prefix}-{}", std::process::id()));
+        let status = Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .expect("run ip (iproute2) as root");
+        assert!(status.success(), "ip netns add {} failed", ns.0);
+        ns
+    }
+}
+
+/// A timed reconcile that must apply without object errors.
+async fn timed_reconcile(
+    r: &NetlinkReconciler,
+    d: &DesiredSystem,
+    what: &str,
+) -> (ChangeReport, Timed) {
+    let t = Timed::start();
+    let report = r.reconcile(d).await.expect(what);
+    let timed = Timed::since(t);
+    assert!(
+        report.errors.is_empty(),
+        "{what}: {:?}",
+        &report.errors[..report.errors.len().min(5)]
+    );
+    (report, timed)
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
@@ -68,17 +98,55 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// (user, system) CPU time of the whole process so far. The kernel handles a netlink request
+/// inside the `sendmsg` that carries it, so system time is the kernel's work for the agent.
+fn cpu() -> (Duration, Duration) {
+    // SAFETY: getrusage only writes the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let d = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (d(u.ru_utime), d(u.ru_stime))
+}
+
+/// Wall, user and system time of a phase.
+struct Timed {
+    wall: Duration,
+    user: Duration,
+    sys: Duration,
+}
+
+impl Timed {
+    fn start() -> (Instant, (Duration, Duration)) {
+        (Instant::now(), cpu())
+    }
+    fn since(start: (Instant, (Duration, Duration))) -> Timed {
+        let (u, s) = cpu();
+        Timed {
+            wall: start.0.elapsed(),
+            user: u - start.1.0,
+            sys: s - start.1.1,
+        }
+    }
+}
+
+impl std::fmt::Display for Timed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (user {}, kernel {})",
+            ms(self.wall),
+            ms(self.user),
+            ms(self.sys)
+        )
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n: u32 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(10_000);
     let reference = args.iter().any(|a| a == "--kernel-reference");
-    let ns = Netns(format!("nlt-bench-{}", std::process::id()));
-    let status = Command::new("ip")
-        .args(["netns", "add", &ns.0])
-        .status()
-        .expect("run ip (iproute2) as root");
-    assert!(status.success(), "ip netns add {} failed", ns.0);
+    let ns = Netns::add("nlt-bench");
 
     let reconciler = NetlinkReconciler::new(NetnsTarget::from_config(Some(&ns.0)));
     let want = desired(n);
@@ -98,48 +166,37 @@ async fn main() {
             "rules" => partial.rules = want.rules.clone(),
             _ => partial.routes = want.routes.clone(),
         }
-        let t = Instant::now();
+        let t = Timed::start();
         let r = reconciler.reconcile(&partial).await.expect("partial apply");
-        println!("  {class:<10} alone: {} ({:?})", ms(t.elapsed()), r.added);
+        println!("  {class:<10} alone: {} ({:?})", Timed::since(t), r.added);
     }
-    let t = Instant::now();
+    let t = Timed::start();
     reconciler.reconcile(&empty).await.expect("partial removal");
-    println!("  removal after the breakdown: {}", ms(t.elapsed()));
+    println!("  removal after the breakdown: {}", Timed::since(t));
 
-    let t = Instant::now();
-    let apply = reconciler.reconcile(&want).await.expect("apply");
-    let t_apply = t.elapsed();
-    assert!(
-        apply.errors.is_empty(),
-        "{:?}",
-        &apply.errors[..apply.errors.len().min(5)]
-    );
-
-    let t = Instant::now();
-    let noop = reconciler.reconcile(&want).await.expect("no-op");
-    let t_noop = t.elapsed();
+    let (apply, t_apply) = timed_reconcile(&reconciler, &want, "apply").await;
+    let (noop, t_noop) = timed_reconcile(&reconciler, &want, "no-op").await;
     assert!(
         noop.is_noop(),
         "second reconcile changed something: {noop:?}"
     );
+    let (removal, t_remove) = timed_reconcile(&reconciler, &empty, "remove").await;
 
-    let t = Instant::now();
-    let removal = reconciler.reconcile(&empty).await.expect("remove");
-    let t_remove = t.elapsed();
-    assert!(
-        removal.errors.is_empty(),
-        "{:?}",
-        &removal.errors[..removal.errors.len().min(5)]
-    );
+    // A node's first start: the devices do not exist either, so bgp-nic gets its addresses
+    // before it is set up (reconciler.rs, `defer_up`).
+    let cold_ns = Netns::add("nlt-bcold");
+    let cold = NetlinkReconciler::new(NetnsTarget::from_config(Some(&cold_ns.0)));
+    let (first, t_cold) = timed_reconcile(&cold, &want, "cold start").await;
+    assert!(cold.reconcile(&want).await.expect("no-op").is_noop());
 
     println!("objects: {n} addresses + {n} rules + {n} routes");
-    println!("apply from empty:   {}  ({:?})", ms(t_apply), apply.added);
-    println!("no-op reconcile:    {}", ms(t_noop));
+    println!("apply from empty:   {t_apply}  ({:?})", apply.added);
     println!(
-        "remove everything:  {}  ({:?})",
-        ms(t_remove),
-        removal.removed
+        "cold start (devices created too): {t_cold}  ({:?})",
+        first.added
     );
+    println!("no-op reconcile:    {t_noop}");
+    println!("remove everything:  {t_remove}  ({:?})", removal.removed);
     if reference {
         kernel_reference(n);
     }
@@ -147,7 +204,7 @@ async fn main() {
 
 /// `ip -batch` on the same objects, in a fresh namespace, class by class.
 fn kernel_reference(n: u32) {
-    let ns = Netns(format!("nlt-bref-{}", std::process::id()));
+    let ns = Netns::add("nlt-bref");
     let run = |batch: &str| {
         let path = std::env::temp_dir().join(format!("{}.batch", ns.0));
         std::fs::write(&path, batch).expect("write batch file");
@@ -162,13 +219,6 @@ fn kernel_reference(n: u32) {
         assert!(ok.success(), "ip -batch failed");
         elapsed
     };
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .expect("ip")
-            .success()
-    );
     run(
         "link add bgp-nic type ifb\nlink set bgp-nic up\nlink add br-ex type bridge\nlink set br-ex up\n",
     );

@@ -238,3 +238,67 @@ async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
     );
     assert!(vrf_link_kind("bond", 10).is_err() && nic_link_kind("veth").is_err());
 }
+
+/// A device created in the same reconcile as its addresses gets them while still down and is
+/// set up afterwards (faster on the kernel side); one that carries routes is up before its
+/// routes go in (the kernel refuses a route through a down device). Both end up up, with
+/// everything, and the next reconcile is a no-op.
+#[tokio::test]
+async fn devices_created_with_their_objects_end_up_up() {
+    let ns = TestNetns::new();
+    let mut d = DesiredSystem {
+        ownership: Ownership {
+            link_names: [ifname("tst-")].into(),
+            address_devices: [ifname("tst-nic")].into(),
+            tables: [210].into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    d.links.insert(link("tst-nic", LinkKind::Ifb));
+    d.links.insert(link("tst-br", LinkKind::Bridge));
+    for i in 1..=50u8 {
+        d.addresses.insert(AddressSpec {
+            dev: ifname("tst-nic"),
+            addr: format!("192.0.2.{i}/32").parse().unwrap(),
+        });
+        d.routes.insert(RouteSpec {
+            table: 210,
+            dst: format!("198.51.100.{i}/32").parse().unwrap(),
+            route_type: RouteType::Unicast,
+            via: None,
+            dev: Some(ifname("tst-br")),
+            scope_link: true,
+            metric: None,
+        });
+    }
+    d.addresses.insert(AddressSpec {
+        dev: ifname("tst-nic"),
+        addr: "2001:db8::5/128".parse().unwrap(),
+    });
+
+    let r = ns.reconciler();
+    let report = r.reconcile(&d).await.expect("reconcile");
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(report.added.get("links"), Some(&2));
+    assert_eq!(report.added.get("addresses"), Some(&51));
+    assert_eq!(report.added.get("routes"), Some(&50));
+    for dev in ["tst-nic", "tst-br"] {
+        let show = ns.ip(&["link", "show", "dev", dev]);
+        assert!(show.contains(",UP"), "{dev} is not up: {show}");
+    }
+    let v4 = ns.ip(&["-4", "addr", "show", "dev", "tst-nic"]);
+    assert_eq!(v4.matches("inet 192.0.2.").count(), 50, "{v4}");
+    assert!(
+        ns.ip(&["-6", "addr", "show", "dev", "tst-nic"])
+            .contains("2001:db8::5/128")
+    );
+    let routes = ns.ip(&["route", "show", "table", "210"]);
+    assert_eq!(routes.lines().count(), 50, "{routes}");
+    // The local routes of the addresses exist once the device is up.
+    let local = ns.ip(&["route", "show", "table", "local", "dev", "tst-nic"]);
+    assert_eq!(local.matches("local 192.0.2.").count(), 50, "{local}");
+
+    let again = r.reconcile(&d).await.expect("second reconcile");
+    assert!(again.is_noop(), "{again:?}");
+}
