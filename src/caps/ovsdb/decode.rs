@@ -102,7 +102,17 @@ struct Parser<'a> {
     pairs: Vec<(Atom, Atom)>,
     /// Unescaped copy of the last string that had escapes.
     unescaped: String,
+    /// The column being decoded (set by `column`), for `memo`.
+    col: usize,
+    /// The strings last seen at each (column, pair position, key or value) of a map. Rows of a
+    /// table carry the same `external_ids`/`options` keys in the same order, so a key is
+    /// usually found here by one comparison, without hashing it for the interner.
+    memo: Box<[Option<Arc<str>>]>,
 }
+
+/// Columns and pair positions `Parser::memo` covers (more share slots, which is only slower).
+const MEMO_COLUMNS: usize = 32;
+const MEMO_PAIRS: usize = 16;
 
 /// Whether a string goes through the interner.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -120,6 +130,8 @@ impl<'a> Parser<'a> {
             atoms: Vec::new(),
             pairs: Vec::new(),
             unescaped: String::new(),
+            col: 0,
+            memo: vec![None; MEMO_COLUMNS * MEMO_PAIRS * 2].into_boxed_slice(),
         }
     }
 
@@ -397,6 +409,35 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Like [`Parser::shared`], for the `pos`-th pair of a map of the current column.
+    fn memo_shared(&mut self, s: &str, pos: usize, role: Role) -> Arc<str> {
+        let Some(interner) = self.interner else {
+            return Arc::from(s);
+        };
+        if role == Role::Value && s.len() > INTERN_MAX_LEN {
+            return Arc::from(s);
+        }
+        let slot = ((self.col % MEMO_COLUMNS) * MEMO_PAIRS + pos % MEMO_PAIRS) * 2
+            + usize::from(role == Role::Value);
+        if let Some(a) = &self.memo[slot]
+            && **a == *s
+        {
+            return a.clone();
+        }
+        let a = interner.borrow_mut().intern(s);
+        self.memo[slot] = Some(a.clone());
+        a
+    }
+
+    /// A map key or value atom, strings through [`Parser::memo_shared`].
+    fn map_atom(&mut self, pos: usize, role: Role) -> Result<Atom> {
+        if self.peek() == Some(b'"') {
+            let s = self.string()?;
+            return Ok(Atom::String(self.memo_shared(&s, pos, role)));
+        }
+        self.atom(role)
+    }
+
     fn shared(&self, s: &str, role: Role) -> Arc<str> {
         match self.interner {
             Some(i) if role == Role::Key || s.len() <= INTERN_MAX_LEN => i.borrow_mut().intern(s),
@@ -502,10 +543,11 @@ impl<'a> Parser<'a> {
             return Ok(());
         }
         loop {
+            let pos = out.len();
             self.expect(b'[', "map pair is not [key, value]")?;
-            let k = self.atom(Role::Key)?;
+            let k = self.map_atom(pos, Role::Key)?;
             self.expect(b',', "map pair is not [key, value]")?;
-            let v = self.atom(Role::Value)?;
+            let v = self.map_atom(pos, Role::Value)?;
             self.expect(b']', "map pair is not [key, value]")?;
             out.push((k, v));
             if !self.more(b']')? {
@@ -519,6 +561,7 @@ impl<'a> Parser<'a> {
     #[inline]
     fn column(&mut self, meta: &TableMeta, idx: u16) -> Result<Datum> {
         let at = self.i;
+        self.col = idx as usize;
         let mut d = self.datum()?;
         conform(&mut d, &meta.types[idx as usize]).map_err(|reason| DecodeError {
             offset: at,
