@@ -67,6 +67,12 @@ mount -t devtmpfs devtmpfs /newroot/dev
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 shm /newroot/dev/shm
+# What udev/systemd would create: bash process substitution (`< <(...)`, used by the lab's
+# scripts) opens /dev/fd/N.
+ln -sfn /proc/self/fd /newroot/dev/fd
+ln -sfn /proc/self/fd/0 /newroot/dev/stdin
+ln -sfn /proc/self/fd/1 /newroot/dev/stdout
+ln -sfn /proc/self/fd/2 /newroot/dev/stderr
 mount -t tmpfs -o mode=1777 tmp /newroot/tmp
 mount -t tmpfs -o mode=0755 run /newroot/run
 mount -t tmpfs -o mode=0755 cgroup /newroot/sys/fs/cgroup 2>/dev/null &&

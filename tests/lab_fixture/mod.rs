@@ -326,15 +326,22 @@ impl Drop for Lab {
         if self.down_done {
             return;
         }
-        match self.script("down.sh").output() {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => eprintln!(
+        let failure = match self.script("down.sh").output() {
+            Ok(out) if out.status.success() => return,
+            Ok(out) => format!(
                 "lab teardown (down.sh) failed for {}: {}\n{}",
                 self.dir.display(),
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
             ),
-            Err(e) => eprintln!("cannot run down.sh for {}: {e}", self.dir.display()),
+            Err(e) => format!("cannot run down.sh for {}: {e}", self.dir.display()),
+        };
+        // A lab left behind (daemons, namespaces) is a failure of the test that made it, not
+        // a line in its output; while already unwinding, the first failure is the one to see.
+        if std::thread::panicking() {
+            eprintln!("{failure}");
+        } else {
+            panic!("{failure}");
         }
     }
 }
