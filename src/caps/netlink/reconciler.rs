@@ -14,7 +14,7 @@ use super::conn::{NetlinkConn, Request};
 use super::netns::{NetnsTarget, NetnsWorker};
 use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl, validate};
 use crate::system::{ChangeReport, DesiredSystem, LinkKind, LinkSpec, Ownership, RouteSpec};
-use crate::types::{InterfaceName, MacAddr};
+use crate::types::InterfaceName;
 
 /// Object class names used in [`ChangeReport`].
 pub mod class {
@@ -33,25 +33,85 @@ struct Session {
     conn: NetlinkConn,
 }
 
-/// Links by name, as last dumped.
+/// Links by name (and names by ifindex), as last dumped.
 #[derive(Default)]
 struct LinkTable {
     by_name: HashMap<String, links::ObservedLink>,
+    names: HashMap<u32, String>,
 }
 
 impl LinkTable {
     fn from_dump(dump: &[rtnetlink::packet_route::RouteNetlinkMessage]) -> Self {
-        let by_name = dump
+        let by_name: HashMap<String, links::ObservedLink> = dump
             .iter()
             .filter_map(links::parse)
             .map(|l| (l.name.clone(), l))
             .collect();
-        Self { by_name }
+        let names = by_name
+            .values()
+            .map(|l| (l.index, l.name.clone()))
+            .collect();
+        Self { by_name, names }
     }
 
     fn index(&self, name: &InterfaceName) -> Option<u32> {
         self.by_name.get(name.as_str()).map(|l| l.index)
     }
+
+    /// The device's name, for messages (`ifindex N` if it is gone).
+    fn name_of(&self, index: u32) -> String {
+        self.names
+            .get(&index)
+            .cloned()
+            .unwrap_or_else(|| format!("ifindex {index}"))
+    }
+
+    /// The ifindexes of the devices in `names` that exist.
+    fn indexes(&self, names: &BTreeSet<InterfaceName>) -> HashSet<u32> {
+        names.iter().filter_map(|n| self.index(n)).collect()
+    }
+
+    /// Each desired object with the ifindex of its device; an object whose device does not
+    /// exist is reported (`what` describes it) and left out.
+    fn resolve<'d, T>(
+        &self,
+        items: impl IntoIterator<Item = &'d T>,
+        dev: impl Fn(&T) -> &InterfaceName,
+        what: impl Fn(&T) -> String,
+        class: &str,
+        report: &mut ChangeReport,
+    ) -> Vec<(u32, &'d T)>
+    where
+        T: 'd,
+    {
+        let mut out = Vec::new();
+        for item in items {
+            match self.index(dev(item)) {
+                Some(i) => out.push((i, item)),
+                None => report.error(
+                    class,
+                    what(item),
+                    format!("device {} does not exist", dev(item)),
+                ),
+            }
+        }
+        out
+    }
+}
+
+/// The observed `(ifindex, key)` objects on an owned device that are not wanted, in order
+/// (so removals are applied and reported deterministically).
+fn stale_on_owned<K: Ord + Copy + std::hash::Hash>(
+    observed: impl IntoIterator<Item = (u32, K)>,
+    owned: &HashSet<u32>,
+    wanted: &HashSet<(u32, K)>,
+) -> Vec<(u32, K)> {
+    let mut stale: Vec<(u32, K)> = observed
+        .into_iter()
+        .filter(|o| owned.contains(&o.0) && !wanted.contains(o))
+        .collect();
+    stale.sort();
+    stale
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -660,22 +720,6 @@ async fn reconcile_sysctls(
     Ok(())
 }
 
-fn missing_dev(report: &mut ChangeReport, class: &str, what: String, dev: &InterfaceName) {
-    report.error(class, what, format!("device {dev} does not exist"));
-}
-
-fn indexes(table: &LinkTable, names: &BTreeSet<InterfaceName>) -> HashSet<u32> {
-    names.iter().filter_map(|n| table.index(n)).collect()
-}
-
-fn name_of(table: &LinkTable, index: u32) -> String {
-    table
-        .by_name
-        .values()
-        .find(|l| l.index == index)
-        .map_or_else(|| format!("ifindex {index}"), |l| l.name.clone())
-}
-
 fn plan_addresses<'a>(
     desired: &DesiredSystem,
     table: &LinkTable,
@@ -689,16 +733,14 @@ fn plan_addresses<'a>(
         .map(|a| (a.index, a.addr))
         .collect();
     let mut wanted: HashSet<(u32, IpNet)> = HashSet::new();
-    for a in &desired.addresses {
-        let Some(i) = table.index(&a.dev) else {
-            missing_dev(
-                report,
-                class::ADDRESSES,
-                format!("add address {} dev {}", a.addr, a.dev),
-                &a.dev,
-            );
-            continue;
-        };
+    let resolved = table.resolve(
+        &desired.addresses,
+        |a| &a.dev,
+        |a| format!("add address {} dev {}", a.addr, a.dev),
+        class::ADDRESSES,
+        report,
+    );
+    for (i, a) in resolved {
         wanted.insert((i, a.addr));
         if !observed.contains(&(i, a.addr)) {
             adds.push(
@@ -708,21 +750,16 @@ fn plan_addresses<'a>(
             );
         }
     }
-    let owned = indexes(table, &desired.ownership.address_devices);
-    let mut stale: Vec<_> = observed
-        .iter()
-        .filter(|(i, addr)| {
-            owned.contains(i)
-                && addr.prefix_len() == addr.max_prefix_len()
-                && !wanted.contains(&(*i, *addr))
-        })
-        .collect();
-    stale.sort();
-    for (i, addr) in stale {
+    // Only host addresses are the agent's (an operator's /24 on bgp-nic stays).
+    let hosts = observed
+        .into_iter()
+        .filter(|(_, addr)| addr.prefix_len() == addr.max_prefix_len());
+    let owned = table.indexes(&desired.ownership.address_devices);
+    for (i, addr) in stale_on_owned(hosts, &owned, &wanted) {
         removes.push(
             class::ADDRESSES,
             Op::Remove,
-            addresses::delete_request(*i, &name_of(table, *i), *addr),
+            addresses::delete_request(i, &table.name_of(i), addr),
         );
     }
 }
@@ -798,7 +835,11 @@ fn plan_routes<'a>(
             Some(d) => match table.index(d) {
                 Some(i) => Some(i),
                 None => {
-                    missing_dev(report, class::ROUTES, routes::describe(spec), d);
+                    report.error(
+                        class::ROUTES,
+                        routes::describe(spec),
+                        format!("device {d} does not exist"),
+                    );
                     continue;
                 }
             },
@@ -862,18 +903,16 @@ fn plan_neighbours<'a>(
         .filter(|n| !n.proxy)
         .map(|n| ((n.index, n.ip), n))
         .collect();
-    let mut wanted: HashMap<(u32, IpAddr), MacAddr> = HashMap::new();
-    for n in &desired.neighbours {
-        let Some(i) = table.index(&n.dev) else {
-            missing_dev(
-                report,
-                class::NEIGHBOURS,
-                format!("replace neighbour {} dev {}", n.ip, n.dev),
-                &n.dev,
-            );
-            continue;
-        };
-        wanted.insert((i, n.ip), n.lladdr);
+    let mut wanted: HashSet<(u32, IpAddr)> = HashSet::new();
+    let resolved = table.resolve(
+        &desired.neighbours,
+        |n| &n.dev,
+        |n| format!("replace neighbour {} dev {}", n.ip, n.dev),
+        class::NEIGHBOURS,
+        report,
+    );
+    for (i, n) in resolved {
+        wanted.insert((i, n.ip));
         let op = match observed.get(&(i, n.ip)) {
             Some(o) if o.permanent && o.lladdr == Some(n.lladdr.0) => continue,
             Some(_) => Op::Change,
@@ -885,20 +924,17 @@ fn plan_neighbours<'a>(
             neighbours::replace_request(i, n.dev.as_str(), n.ip, n.lladdr),
         );
     }
-    let owned = indexes(table, &desired.ownership.neighbour_devices);
-    let mut stale: Vec<_> = observed
+    // Only permanent entries are the agent's (learned ones belong to the kernel).
+    let permanent = observed
         .values()
-        .filter(|o| {
-            o.permanent && owned.contains(&o.index) && !wanted.contains_key(&(o.index, o.ip))
-        })
-        .map(|o| (o.index, o.ip))
-        .collect();
-    stale.sort();
-    for (i, ip) in stale {
+        .filter(|o| o.permanent)
+        .map(|o| (o.index, o.ip));
+    let owned = table.indexes(&desired.ownership.neighbour_devices);
+    for (i, ip) in stale_on_owned(permanent, &owned, &wanted) {
         removes.push(
             class::NEIGHBOURS,
             Op::Remove,
-            neighbours::delete_request(i, &name_of(table, i), ip),
+            neighbours::delete_request(i, &table.name_of(i), ip),
         );
     }
 }
@@ -916,16 +952,14 @@ fn plan_proxies<'a>(
         .map(|n| (n.index, n.ip))
         .collect();
     let mut wanted = HashSet::new();
-    for p in &desired.proxy_neighbours {
-        let Some(i) = table.index(&p.dev) else {
-            missing_dev(
-                report,
-                class::PROXY_NEIGHBOURS,
-                format!("add proxy neighbour {} dev {}", p.ip, p.dev),
-                &p.dev,
-            );
-            continue;
-        };
+    let resolved = table.resolve(
+        &desired.proxy_neighbours,
+        |p| &p.dev,
+        |p| format!("add proxy neighbour {} dev {}", p.ip, p.dev),
+        class::PROXY_NEIGHBOURS,
+        report,
+    );
+    for (i, p) in resolved {
         wanted.insert((i, p.ip));
         if !observed.contains(&(i, p.ip)) {
             adds.push(
@@ -935,17 +969,12 @@ fn plan_proxies<'a>(
             );
         }
     }
-    let owned = indexes(table, &desired.ownership.neighbour_devices);
-    let mut stale: Vec<_> = observed
-        .iter()
-        .filter(|(i, ip)| owned.contains(i) && !wanted.contains(&(*i, *ip)))
-        .collect();
-    stale.sort();
-    for (i, ip) in stale {
+    let owned = table.indexes(&desired.ownership.neighbour_devices);
+    for (i, ip) in stale_on_owned(observed, &owned, &wanted) {
         removes.push(
             class::PROXY_NEIGHBOURS,
             Op::Remove,
-            neighbours::delete_proxy_request(*i, &name_of(table, *i), *ip),
+            neighbours::delete_proxy_request(i, &table.name_of(i), ip),
         );
     }
 }
