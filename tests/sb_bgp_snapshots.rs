@@ -2,7 +2,11 @@
 //! exposures with the snapshot next to them (`tests/fixtures/sb_bgp/<case>/expected.json`).
 //!
 //! Each case has `sb.json` (rows as `select` returns them), `local.json` (this chassis and its
-//! options) and `expected.json`. Regenerate after an intended change with
+//! options) and `expected.json`. The rows go through the OVSDB client's decoder and replica,
+//! typed by the installed OVN_Southbound schema, and the driver's own row conversion
+//! (`drivers/sb_bgp/feed.rs`), as a real download does. A case recorded against a newer OVN
+//! adds the columns the installed schema lacks in `schema-extra.json` (`{"<table>":
+//! {"<column>": <column schema>}}`), e.g. `Load_Balancer.ls_datapath_group` (OVN 23.09+). Regenerate after an intended change with
 //! `UPDATE_SNAPSHOTS=1 cargo test --test sb_bgp_snapshots`, and review the diff.
 #![cfg(feature = "sb_bgp")]
 
@@ -10,8 +14,9 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use ovn_bgp_agent::caps::ovsdb::DatabaseSchema;
 use ovn_bgp_agent::drivers::sb_bgp::compute::{LocalChassis, TenantOptions, compute};
-use ovn_bgp_agent::drivers::sb_bgp::rows::load_snapshot;
+use ovn_bgp_agent::drivers::sb_bgp::feed::load_snapshot;
 use ovn_bgp_agent::exposure::{ExposureKind, ExposureSet};
 use serde_json::Value;
 
@@ -28,11 +33,23 @@ fn read_json(path: &Path) -> Value {
 
 fn run_case(name: &str) -> ExposureSet {
     let dir = case_dir(name);
-    let (model, errors) = load_snapshot(&read_json(&dir.join("sb.json")));
-    assert!(
-        errors.is_empty(),
-        "{name}: fixture rows failed to decode: {errors:?}"
-    );
+    let mut schema_json = read_json(Path::new("/usr/share/ovn/ovn-sb.ovsschema"));
+    let extra = dir.join("schema-extra.json");
+    if extra.exists() {
+        for (table, columns) in read_json(&extra).as_object().unwrap() {
+            let target = schema_json["tables"][table]["columns"]
+                .as_object_mut()
+                .unwrap_or_else(|| panic!("{name}: schema-extra.json: no table {table}"));
+            for (column, ty) in columns.as_object().unwrap() {
+                target.insert(column.clone(), ty.clone());
+            }
+        }
+    }
+    let schema = DatabaseSchema::from_json(&schema_json, "ovn-sb.ovsschema")
+        .expect("the installed OVN_Southbound schema (package ovn-common)");
+    let feed = load_snapshot(&read_json(&dir.join("sb.json")), &schema)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let model = &feed.model;
     let local = read_json(&dir.join("local.json"));
     let chassis = LocalChassis {
         name: local["chassis"].as_str().unwrap().to_owned(),
@@ -57,7 +74,7 @@ fn run_case(name: &str) -> ExposureSet {
             .as_array()
             .map(|a| a.iter().map(|s| s.as_str().unwrap().to_owned()).collect()),
     };
-    let got = compute(&model, &chassis, &tenant);
+    let got = compute(model, &chassis, &tenant);
     let rendered = serde_json::to_string_pretty(&got).unwrap() + "\n";
     let expected_path = dir.join("expected.json");
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

@@ -12,17 +12,17 @@
 //!   its router's datapath and the datapaths of the router's subnets, found by following
 //!   `options:peer` — added with `monitor_cond_change` as the rows arrive.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tracing::{debug, info, warn};
 
 use super::compute::{LocalChassis, TenantOptions, compute};
-use super::model::{LoadBalancer, PortBinding, SbModel};
+use super::feed::{SbFeed, monitor_spec};
 use crate::caps::ovsdb::{
-    BatchKind, ChangeBatch, ChangeKind, Clause, ClientConfig, Datum, Function, MonitorCondition,
-    MonitorSpec, OvsdbClient, Row, TableSpec, TlsFiles, Uuid, condition_eq,
+    BatchKind, ChangeBatch, Clause, ClientConfig, Datum, Function, MonitorCondition, MonitorSpec,
+    OvsdbClient, TableSpec, TlsFiles, Uuid, condition_eq,
 };
 use crate::config::AgentConfig;
 use crate::exposure::ExposureSet;
@@ -30,56 +30,10 @@ use crate::plugin::{ChangeScope, Driver, PluginContext, PluginError};
 
 pub const NAME: &str = "ovn_bgp_driver";
 
-const PORT_BINDING_COLUMNS: &[&str] = &[
-    "logical_port",
-    "type",
-    "mac",
-    "chassis",
-    "up",
-    "datapath",
-    "options",
-    "tag",
-    "nat_addresses",
-    "external_ids",
-];
-/// Load_Balancer datapath columns, by OVN version; only those in the server's schema are used.
-const LB_DATAPATH_COLUMNS: &[&str] = &[
-    "datapaths",
-    "datapath_group",
-    "ls_datapath_group",
-    "lr_datapath_group",
-];
-
 fn failed(message: impl Into<String>) -> PluginError {
     PluginError::Failed {
         plugin: NAME.to_owned(),
         message: message.into(),
-    }
-}
-
-/// Convert a replica row into the driver's typed row.
-pub fn port_binding_from_row(row: &Row) -> PortBinding {
-    PortBinding {
-        uuid: row.uuid().to_string(),
-        logical_port: row.str("logical_port").to_owned(),
-        port_type: row.str("type").to_owned(),
-        mac: row.strs("mac").map(str::to_owned).collect(),
-        chassis: row.opt_uuid("chassis").map(|u| u.to_string()),
-        up: row.bool("up"),
-        datapath: row
-            .opt_uuid("datapath")
-            .map(|u| u.to_string())
-            .unwrap_or_default(),
-        options: row
-            .map("options")
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
-        tag: row.int("tag"),
-        nat_addresses: row.strs("nat_addresses").map(str::to_owned).collect(),
-        external_ids: row
-            .map("external_ids")
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
     }
 }
 
@@ -154,11 +108,7 @@ pub struct SbBgpDriver {
     config: Arc<AgentConfig>,
     tenant: TenantOptions,
     local: LocalChassis,
-    model: SbModel,
-    /// Raw Load_Balancer rows (name, direct datapaths, group references), resolved into the
-    /// model whenever a row or a group changes.
-    lb_rows: HashMap<String, (String, Vec<String>, Vec<String>)>,
-    groups: HashMap<String, Vec<String>>,
+    feed: SbFeed,
     ovs: Option<OvsdbClient>,
     ovs_events: Option<tokio::sync::mpsc::UnboundedReceiver<ChangeBatch>>,
     sb: Option<OvsdbClient>,
@@ -207,9 +157,7 @@ impl SbBgpDriver {
                     .map(|s| s.iter().cloned().collect()),
             },
             local: LocalChassis::default(),
-            model: SbModel::default(),
-            lb_rows: HashMap::new(),
-            groups: HashMap::new(),
+            feed: SbFeed::default(),
             ovs: None,
             ovs_events: None,
             sb: None,
@@ -225,8 +173,8 @@ impl SbBgpDriver {
             ConditionClause::HasNatAddresses,
             ConditionClause::NoMac,
         ]);
-        for chassis in self.model.chassis_uuids_named(&self.local.name) {
-            for port in self.model.ports_on_chassis(&chassis) {
+        for chassis in self.feed.model.chassis_uuids_named(&self.local.name) {
+            for port in self.feed.model.ports_on_chassis(&chassis) {
                 let Some(id) = port
                     .logical_port
                     .strip_prefix("cr-lrp-")
@@ -238,12 +186,12 @@ impl SbBgpDriver {
                 if self.tenant.expose_tenant_networks || self.tenant.expose_ipv6_gua_tenant_networks
                 {
                     want.insert(ConditionClause::Datapath(port.datapath.clone()));
-                    for router_port in self.model.ports_on_datapath(&port.datapath) {
+                    for router_port in self.feed.model.ports_on_datapath(&port.datapath) {
                         let Some(peer) = router_port.options.get("peer") else {
                             continue;
                         };
                         want.insert(ConditionClause::PortNamed(peer.clone()));
-                        if let Some(peer_row) = self.model.port_named(peer) {
+                        if let Some(peer_row) = self.feed.model.port_named(peer) {
                             want.insert(ConditionClause::Datapath(peer_row.datapath.clone()));
                         }
                     }
@@ -276,80 +224,9 @@ impl SbBgpDriver {
         Ok(())
     }
 
-    fn resolve_lb(&mut self, uuid: &str) {
-        let Some((name, direct, groups)) = self.lb_rows.get(uuid) else {
-            self.model.remove_load_balancer(uuid);
-            return;
-        };
-        let mut datapaths: BTreeSet<String> = direct.iter().cloned().collect();
-        for g in groups {
-            datapaths.extend(self.groups.get(g).into_iter().flatten().cloned());
-        }
-        self.model.upsert_load_balancer(LoadBalancer {
-            uuid: uuid.to_owned(),
-            name: name.clone(),
-            datapaths,
-        });
-    }
-
     /// Apply one batch of Southbound changes to the model.
     fn apply_sb(&mut self, batch: &ChangeBatch) {
-        let mut lbs_to_resolve = BTreeSet::new();
-        let mut groups_changed = false;
-        for change in &batch.changes {
-            let uuid = change.uuid.to_string();
-            let new = match &change.kind {
-                ChangeKind::Insert { new } | ChangeKind::Update { new, .. } => Some(new),
-                ChangeKind::Delete { .. } => None,
-            };
-            match &*change.table {
-                "Port_Binding" => match new {
-                    Some(row) => self.model.upsert_port(port_binding_from_row(row)),
-                    None => self.model.remove_port(&uuid),
-                },
-                "Chassis" => match new {
-                    Some(row) => self.model.upsert_chassis(uuid, row.str("name").to_owned()),
-                    None => self.model.remove_chassis(&uuid),
-                },
-                "Logical_DP_Group" => {
-                    match new {
-                        Some(row) => {
-                            let dps = row.uuids("datapaths").map(|u| u.to_string()).collect();
-                            self.groups.insert(uuid, dps);
-                        }
-                        None => {
-                            self.groups.remove(&uuid);
-                        }
-                    }
-                    groups_changed = true;
-                }
-                "Load_Balancer" => {
-                    match new {
-                        Some(row) => {
-                            let direct = row.uuids("datapaths").map(|u| u.to_string()).collect();
-                            let groups = LB_DATAPATH_COLUMNS[1..]
-                                .iter()
-                                .filter(|c| row.get(c).is_some())
-                                .flat_map(|c| row.uuids(c).map(|u| u.to_string()))
-                                .collect();
-                            self.lb_rows
-                                .insert(uuid.clone(), (row.str("name").to_owned(), direct, groups));
-                        }
-                        None => {
-                            self.lb_rows.remove(&uuid);
-                        }
-                    }
-                    lbs_to_resolve.insert(uuid);
-                }
-                _ => {}
-            }
-        }
-        if groups_changed {
-            lbs_to_resolve.extend(self.lb_rows.keys().cloned());
-        }
-        for lb in lbs_to_resolve {
-            self.resolve_lb(&lb);
-        }
+        self.feed.apply(&batch.changes);
     }
 
     /// Follow the local Open_vSwitch row. A row that became unusable (system-id removed, say) is
@@ -398,33 +275,15 @@ impl SbBgpDriver {
             .schema()
             .ok_or_else(|| failed("Southbound: no schema after connecting"))?;
         drop(probe);
-        let mut lb_columns = vec!["name"];
-        if let Some(lb) = schema.tables.get("Load_Balancer") {
-            lb_columns.extend(
-                LB_DATAPATH_COLUMNS
+        let spec = monitor_spec(
+            &schema,
+            Some(condition_eq("name", identity.system_id.as_str())),
+            Some(MonitorCondition::any(
+                self.wanted_condition()
                     .iter()
-                    .copied()
-                    .filter(|c| lb.columns.contains_key(*c)),
-            );
-        }
-        let mut spec = MonitorSpec::default()
-            .table(
-                TableSpec::new("Chassis", &["name"])
-                    .with_condition(condition_eq("name", identity.system_id.as_str())),
-            )
-            .table(
-                TableSpec::new("Port_Binding", PORT_BINDING_COLUMNS).with_condition(
-                    MonitorCondition::any(
-                        self.wanted_condition()
-                            .iter()
-                            .filter_map(ConditionClause::to_clause),
-                    ),
-                ),
-            )
-            .table(TableSpec::new("Load_Balancer", &lb_columns));
-        if schema.tables.contains_key("Logical_DP_Group") {
-            spec = spec.table(TableSpec::new("Logical_DP_Group", &["datapaths"]));
-        }
+                    .filter_map(ConditionClause::to_clause),
+            )),
+        );
         self.pb_condition = self.wanted_condition();
         let sb = OvsdbClient::connect(client_config, spec)
             .await
@@ -498,7 +357,10 @@ impl Driver for SbBgpDriver {
             }
         }
         self.drain()?;
-        info!(ports = self.model.port_count(), "Southbound replica ready");
+        info!(
+            ports = self.feed.model.port_count(),
+            "Southbound replica ready"
+        );
         Ok(())
     }
 
@@ -534,6 +396,6 @@ impl Driver for SbBgpDriver {
     }
 
     fn desired_exposures(&self) -> Result<ExposureSet, PluginError> {
-        Ok(compute(&self.model, &self.local, &self.tenant))
+        Ok(compute(&self.feed.model, &self.local, &self.tenant))
     }
 }

@@ -3,13 +3,13 @@
 //!
 //! - [`model`]: typed Southbound rows with incremental indexes.
 //! - [`compute`]: model → [`crate::exposure::ExposureSet`] for this chassis.
-//! - [`rows`]: RFC 7047 JSON rows → typed rows (recorded snapshots).
+//! - [`feed`]: replica rows → the model, for the live feed and recorded snapshots alike.
 //! - [`live`]: the OVSDB feed (local Open_vSwitch + conditional Southbound monitor).
 
 pub mod compute;
+pub mod feed;
 pub mod live;
 pub mod model;
-pub mod rows;
 
 use crate::plugin::{DriverRegistration, PluginContext};
 

@@ -103,6 +103,37 @@ impl MonitorSpec {
         self.indexes.push((table.to_owned(), column.to_owned()));
         self
     }
+
+    /// The replica layout of these tables in `schema`, or an error naming the first table or
+    /// column the schema lacks. (Also how recorded contents are loaded without a server.)
+    pub fn metas(&self, schema: &DatabaseSchema) -> Result<Vec<Arc<TableMeta>>, OvsdbError> {
+        let mut metas = Vec::new();
+        for t in &self.tables {
+            let mut cols = t.columns.clone();
+            cols.extend(t.condition.columns().map(str::to_owned));
+            let ts = schema.check(&t.name, &cols)?;
+            // No columns listed: every column of the table (sorted, for a stable layout).
+            let wanted: Vec<String> = if t.columns.is_empty() {
+                let mut all: Vec<String> = ts
+                    .columns
+                    .keys()
+                    .filter(|c| !c.starts_with('_'))
+                    .cloned()
+                    .collect();
+                all.sort();
+                all
+            } else {
+                t.columns.clone()
+            };
+            let columns = wanted
+                .iter()
+                .filter(|c| *c != "_uuid")
+                .map(|c| (c.clone(), ts.columns[c].clone()))
+                .collect();
+            metas.push(Arc::new(TableMeta::new(&t.name, columns)));
+        }
+        Ok(metas)
+    }
 }
 
 /// Why a batch was produced.
@@ -784,32 +815,7 @@ impl Worker {
     }
 
     fn validate(&self, schema: &DatabaseSchema) -> Result<Vec<Arc<TableMeta>>, OvsdbError> {
-        let mut metas = Vec::new();
-        for t in &self.spec.tables {
-            let mut cols = t.columns.clone();
-            cols.extend(t.condition.columns().map(str::to_owned));
-            let ts = schema.check(&t.name, &cols)?;
-            // No columns listed: every column of the table (sorted, for a stable layout).
-            let wanted: Vec<String> = if t.columns.is_empty() {
-                let mut all: Vec<String> = ts
-                    .columns
-                    .keys()
-                    .filter(|c| !c.starts_with('_'))
-                    .cloned()
-                    .collect();
-                all.sort();
-                all
-            } else {
-                t.columns.clone()
-            };
-            let columns = wanted
-                .iter()
-                .filter(|c| *c != "_uuid")
-                .map(|c| (c.clone(), ts.columns[c].clone()))
-                .collect();
-            metas.push(Arc::new(TableMeta::new(&t.name, columns)));
-        }
-        Ok(metas)
+        self.spec.metas(schema)
     }
 
     fn emit(&self, kind: BatchKind, changes: Vec<Change>, received: Option<std::time::Instant>) {

@@ -37,6 +37,8 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
+impl std::error::Error for DecodeError {}
+
 type Result<T> = std::result::Result<T, DecodeError>;
 
 /// A `monitor_cond_since` reply: `[found, last-txn-id, table-updates2]`.
