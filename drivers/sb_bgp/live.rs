@@ -224,11 +224,6 @@ impl SbBgpDriver {
         Ok(())
     }
 
-    /// Apply one batch of Southbound changes to the model.
-    fn apply_sb(&mut self, batch: &ChangeBatch) {
-        self.feed.apply(&batch.changes);
-    }
-
     /// Follow the local Open_vSwitch row. A row that became unusable (system-id removed, say) is
     /// reported and the last good identity kept: exposures are not withdrawn on a hiccup.
     fn apply_ovs(&mut self) {
@@ -306,7 +301,7 @@ impl SbBgpDriver {
             if batch.kind != BatchKind::Update {
                 scope = ChangeScope::Full;
             }
-            self.apply_sb(batch);
+            self.feed.apply(&batch.changes);
         }
         let mut ovs_changed = false;
         if let Some(rx) = &mut self.ovs_events {
@@ -375,7 +370,7 @@ impl Driver for SbBgpDriver {
                     if batch.kind != BatchKind::Update {
                         scope = ChangeScope::Full;
                     }
-                    self.apply_sb(&batch);
+                    self.feed.apply(&batch.changes);
                 }
                 None => return Err(failed("Southbound client stopped")),
             },

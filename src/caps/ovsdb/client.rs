@@ -698,7 +698,7 @@ impl Worker {
         };
         let schema_json: Value = parse_raw(schema_raw.get(), &name, "schema")?;
         let schema = DatabaseSchema::from_json(&schema_json, &name)?;
-        let metas = self.validate(&schema)?;
+        let metas = self.spec.metas(&schema)?;
         *lock(&self.shared.schema) = Some(Arc::new(schema));
         if self.metas.is_none() {
             let mut replica = Replica::new(metas.clone());
@@ -812,10 +812,6 @@ impl Worker {
             self.stale_rejections = 0;
         }
         Ok(())
-    }
-
-    fn validate(&self, schema: &DatabaseSchema) -> Result<Vec<Arc<TableMeta>>, OvsdbError> {
-        self.spec.metas(schema)
     }
 
     fn emit(&self, kind: BatchKind, changes: Vec<Change>, received: Option<std::time::Instant>) {

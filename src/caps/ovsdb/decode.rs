@@ -108,8 +108,9 @@ struct Parser<'a> {
     col: usize,
     /// The strings last seen at each (column, pair position, key or value) of a map. Rows of a
     /// table carry the same `external_ids`/`options` keys in the same order, so a key is
-    /// usually found here by one comparison, without hashing it for the interner.
-    memo: Box<[Option<Arc<str>>]>,
+    /// usually found here by one comparison, without hashing it for the interner. Allocated
+    /// on first use, so a small message without maps does not pay for it.
+    memo: Vec<Option<Arc<str>>>,
 }
 
 /// Columns and pair positions `Parser::memo` covers (more share slots, which is only slower).
@@ -123,6 +124,13 @@ enum Role {
     Value,
 }
 
+impl Role {
+    /// Whether `s` in this role goes through the interner (see [`INTERN_MAX_LEN`]).
+    fn shares(self, s: &str) -> bool {
+        self == Role::Key || s.len() <= INTERN_MAX_LEN
+    }
+}
+
 impl<'a> Parser<'a> {
     fn new(text: &'a str, interner: Option<&'a RefCell<Interner>>) -> Self {
         Parser {
@@ -133,7 +141,7 @@ impl<'a> Parser<'a> {
             pairs: Vec::new(),
             unescaped: String::new(),
             col: 0,
-            memo: vec![None; MEMO_COLUMNS * MEMO_PAIRS * 2].into_boxed_slice(),
+            memo: Vec::new(),
         }
     }
 
@@ -413,11 +421,11 @@ impl<'a> Parser<'a> {
 
     /// Like [`Parser::shared`], for the `pos`-th pair of a map of the current column.
     fn memo_shared(&mut self, s: &str, pos: usize, role: Role) -> Arc<str> {
-        let Some(interner) = self.interner else {
+        let Some(interner) = self.interner.filter(|_| role.shares(s)) else {
             return Arc::from(s);
         };
-        if role == Role::Value && s.len() > INTERN_MAX_LEN {
-            return Arc::from(s);
+        if self.memo.is_empty() {
+            self.memo.resize(MEMO_COLUMNS * MEMO_PAIRS * 2, None);
         }
         let slot = ((self.col % MEMO_COLUMNS) * MEMO_PAIRS + pos % MEMO_PAIRS) * 2
             + usize::from(role == Role::Value);
@@ -442,7 +450,7 @@ impl<'a> Parser<'a> {
 
     fn shared(&self, s: &str, role: Role) -> Arc<str> {
         match self.interner {
-            Some(i) if role == Role::Key || s.len() <= INTERN_MAX_LEN => i.borrow_mut().intern(s),
+            Some(i) if role.shares(s) => i.borrow_mut().intern(s),
             _ => Arc::from(s),
         }
     }

@@ -525,23 +525,6 @@ impl std::ops::Deref for KeyStr<'_> {
     }
 }
 
-/// Decoding context of the serde path (messages other than table-updates, which
-/// [`super::decode`] handles).
-#[derive(Clone, Copy)]
-struct Ctx;
-
-impl Ctx {
-    fn string(&self, v: &str) -> Arc<str> {
-        Arc::from(v)
-    }
-    fn as_key(self) -> Self {
-        self
-    }
-    fn as_value(self) -> Self {
-        self
-    }
-}
-
 /// What an array in atom position turned out to be.
 enum Tagged {
     Atom(Atom),
@@ -549,13 +532,14 @@ enum Tagged {
     Map(Vec<(Atom, Atom)>),
 }
 
-struct AtomSeed(Ctx);
+/// Decodes one atom with serde (messages other than table-updates, which [`super::decode`]
+/// handles).
+struct AtomSeed;
 impl<'de> DeserializeSeed<'de> for AtomSeed {
     type Value = Atom;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Atom, D::Error> {
         match d.deserialize_any(TaggedVisitor {
             allow_collections: false,
-            ctx: self.0,
         })? {
             Tagged::Atom(a) => Ok(a),
             _ => Err(de::Error::custom("set or map where an atom was expected")),
@@ -563,7 +547,7 @@ impl<'de> DeserializeSeed<'de> for AtomSeed {
     }
 }
 
-struct AtomSeq(Ctx);
+struct AtomSeq;
 impl<'de> DeserializeSeed<'de> for AtomSeq {
     type Value = Vec<Atom>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Atom>, D::Error> {
@@ -577,14 +561,14 @@ impl<'de> Visitor<'de> for AtomSeq {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Atom>, A::Error> {
         let mut out = Vec::new();
-        while let Some(a) = seq.next_element_seed(AtomSeed(self.0))? {
+        while let Some(a) = seq.next_element_seed(AtomSeed)? {
             out.push(a);
         }
         Ok(out)
     }
 }
 
-struct PairSeed(Ctx);
+struct PairSeed;
 impl<'de> DeserializeSeed<'de> for PairSeed {
     type Value = (Atom, Atom);
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -598,12 +582,8 @@ impl<'de> Visitor<'de> for PairSeed {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let bad = || de::Error::custom("map pair is not [key, value]");
-        let k = seq
-            .next_element_seed(AtomSeed(self.0.as_key()))?
-            .ok_or_else(bad)?;
-        let v = seq
-            .next_element_seed(AtomSeed(self.0.as_value()))?
-            .ok_or_else(bad)?;
+        let k = seq.next_element_seed(AtomSeed)?.ok_or_else(bad)?;
+        let v = seq.next_element_seed(AtomSeed)?.ok_or_else(bad)?;
         if seq.next_element::<IgnoredAny>()?.is_some() {
             return Err(bad());
         }
@@ -611,7 +591,7 @@ impl<'de> Visitor<'de> for PairSeed {
     }
 }
 
-struct PairSeq(Ctx);
+struct PairSeq;
 impl<'de> DeserializeSeed<'de> for PairSeq {
     type Value = Vec<(Atom, Atom)>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -631,7 +611,7 @@ impl<'de> Visitor<'de> for PairSeq {
         let mut buf = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
         buf.clear();
         let result = loop {
-            match seq.next_element_seed(PairSeed(self.0)) {
+            match seq.next_element_seed(PairSeed) {
                 Ok(Some(p)) => buf.push(p),
                 Ok(None) => {
                     let mut exact = Vec::with_capacity(buf.len());
@@ -649,7 +629,6 @@ impl<'de> Visitor<'de> for PairSeq {
 
 struct TaggedVisitor {
     allow_collections: bool,
-    ctx: Ctx,
 }
 
 impl<'de> Visitor<'de> for TaggedVisitor {
@@ -672,7 +651,7 @@ impl<'de> Visitor<'de> for TaggedVisitor {
         Ok(Tagged::Atom(Atom::Boolean(v)))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Tagged, E> {
-        Ok(Tagged::Atom(Atom::String(self.ctx.string(v))))
+        Ok(Tagged::Atom(Atom::String(Arc::from(v))))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tagged, A::Error> {
         let tag: KeyStr<'de> = seq
@@ -692,11 +671,11 @@ impl<'de> Visitor<'de> for TaggedVisitor {
                 Tagged::Atom(Atom::NamedUuid(Arc::from(n)))
             }
             "set" if self.allow_collections => Tagged::Set(
-                seq.next_element_seed(AtomSeq(self.ctx.as_value()))?
+                seq.next_element_seed(AtomSeq)?
                     .ok_or_else(|| de::Error::custom("[\"set\"] without elements"))?,
             ),
             "map" if self.allow_collections => Tagged::Map(
-                seq.next_element_seed(PairSeq(self.ctx))?
+                seq.next_element_seed(PairSeq)?
                     .ok_or_else(|| de::Error::custom("[\"map\"] without pairs"))?,
             ),
             other => return Err(de::Error::custom(format!("unknown OVSDB tag {other:?}"))),
@@ -715,7 +694,6 @@ impl<'de> Deserialize<'de> for Datum {
         Ok(
             match d.deserialize_any(TaggedVisitor {
                 allow_collections: true,
-                ctx: Ctx,
             })? {
                 Tagged::Atom(a) => Datum::Atom(a),
                 Tagged::Set(s) => Datum::set(s),
@@ -727,7 +705,7 @@ impl<'de> Deserialize<'de> for Datum {
 
 impl<'de> Deserialize<'de> for Atom {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        AtomSeed(Ctx).deserialize(d)
+        AtomSeed.deserialize(d)
     }
 }
 
