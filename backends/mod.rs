@@ -8,8 +8,7 @@
 use async_trait::async_trait;
 
 use crate::exposure::ExposureSet;
-use crate::plugin::{ExposureBackend, PluginContext, PluginError};
-use crate::system::DesiredSystem;
+use crate::plugin::{ExposureBackend, PluginContext, PluginError, Rendered};
 
 #[cfg(feature = "ovn_cluster")]
 pub mod ovn_cluster;
@@ -37,7 +36,7 @@ impl ExposureBackend for PendingBackend {
         Err(self.not_implemented())
     }
 
-    fn desired_system(&self, _exposures: &ExposureSet) -> Result<DesiredSystem, PluginError> {
+    fn desired_system(&self, _exposures: &ExposureSet) -> Result<Rendered, PluginError> {
         Err(self.not_implemented())
     }
 }

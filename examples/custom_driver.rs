@@ -33,14 +33,14 @@ impl Driver for StaticDriver {
     fn desired_exposures(&self) -> Result<ExposureSet, PluginError> {
         let mut set = ExposureSet::default();
         for ip in &self.ips {
-            set.expose_ip(ExposedIp {
-                ip: *ip,
-                kind: ExposureKind::ProviderPort,
-                source: "STATIC_DRIVER_IPS".to_owned(),
-                provider: None,
-                lladdr: None,
-                ndp_proxy: Default::default(),
-            });
+            // Announced only: no provider wiring, so the underlay backend puts the address on
+            // bgp-nic and the leak VRF announces it. The policy stage still refuses what must
+            // never be exposed (multicast, loopback, the host's own addresses...).
+            set.expose_ip(ExposedIp::announced(
+                *ip,
+                ExposureKind::ProviderPort,
+                "STATIC_DRIVER_IPS",
+            ));
         }
         Ok(set)
     }
@@ -63,6 +63,7 @@ inventory::submit! {
         name: "example_static_driver",
         description: "example: exposes the IPs in $STATIC_DRIVER_IPS",
         supported_backends: &["underlay"],
+        own_backend: None,
         factory: build,
     }
 }

@@ -87,11 +87,13 @@ pub fn main() -> ExitCode {
 pub fn plugins_listing() -> String {
     let mut out = String::from("drivers:\n");
     for d in plugin::drivers() {
+        let methods = match d.own_backend {
+            Some(own) => format!("always {own} (exposing_method is ignored)"),
+            None => d.supported_backends.join(", "),
+        };
         out.push_str(&format!(
             "  {:<28} exposing methods: {}  ({})\n",
-            d.name,
-            d.supported_backends.join(", "),
-            d.description
+            d.name, methods, d.description
         ));
     }
     out.push_str("exposure backends (exposing_method):\n");

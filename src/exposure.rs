@@ -3,14 +3,39 @@
 //! A driver reads its OVSDB replica and returns an [`ExposureSet`]; it never touches the system.
 //! The set is plain, ordered data so that driver tests can compare it with snapshot files and the
 //! backend can turn it into kernel/FRR/OVS objects deterministically.
+//!
+//! Exposures are *scoped*: the global scope is the default VRF / underlay (what the SB and NB BGP
+//! drivers announce), and each EVPN VNI is a scope of its own with its EVPN parameters, so the
+//! same tenant IP in two VNIs is two exposures, not one. In a scope there are host IPs (with an
+//! optional nexthop), routes (stretched L2 announces routes, not addresses) and tenant subnets.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::net::IpAddr;
+use std::str::FromStr;
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+use crate::caps::frr::values::{Asn, RouteDistinguisher, RouteTarget, Vni};
 use crate::types::{InterfaceName, MacAddr};
+
+/// The EVPN settings networking-bgpvpn puts on a provider network (`Logical_Switch.external_ids`
+/// `neutron_bgpvpn:*`), already validated.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ProviderEvpn {
+    pub vni: Vni,
+    /// `neutron_bgpvpn:type`: `l3` (type-5 routes) or `l2`.
+    pub l3: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rd: Option<RouteDistinguisher>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_targets: Vec<RouteTarget>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub import_targets: Vec<RouteTarget>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub export_targets: Vec<RouteTarget>,
+}
 
 /// A provider network as this chassis sees it: a physnet name from the localnet port, the OVS
 /// bridge it maps to in `ovn-bridge-mappings`, and the localnet VLAN tag if any.
@@ -19,6 +44,9 @@ pub struct ProviderNetwork {
     pub physnet: String,
     pub bridge: InterfaceName,
     pub vlan: Option<u16>,
+    /// EVPN settings of the network, when networking-bgpvpn set them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evpn: Option<ProviderEvpn>,
 }
 
 /// Why an IP is exposed; kept for logs, metrics and snapshot readability.
@@ -53,6 +81,25 @@ pub struct ExposedIp {
     pub lladdr: Option<MacAddr>,
     /// IPv6 prefixes to answer NDP for on the provider device.
     pub ndp_proxy: BTreeSet<IpNet>,
+    /// Nexthop of the route to this IP, when it is not on-link (a tenant IP in an EVPN VRF is
+    /// routed via its router's gateway address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<IpAddr>,
+}
+
+impl ExposedIp {
+    /// An IP with no provider wiring, neighbour, NDP proxy or nexthop: only announced.
+    pub fn announced(ip: IpAddr, kind: ExposureKind, source: impl Into<String>) -> Self {
+        Self {
+            ip,
+            kind,
+            source: source.into(),
+            provider: None,
+            lladdr: None,
+            ndp_proxy: BTreeSet::new(),
+            via: None,
+        }
+    }
 }
 
 /// A tenant subnet routed through a gateway port bound here.
@@ -64,6 +111,139 @@ pub struct ExposedSubnet {
     pub via: IpAddr,
     pub provider: ProviderNetwork,
     pub source: String,
+}
+
+/// Why a route is announced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteKind {
+    /// A router gateway's own network, announced on-link so the nexthop of the tenant routes
+    /// resolves (stretched L2).
+    GatewayNetwork,
+    /// A tenant subnet, announced as a prefix (stretched L2, NB `subnet` mode).
+    TenantSubnet,
+}
+
+/// A prefix this chassis must announce as a route (not as an address).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExposedRoute {
+    pub prefix: IpNet,
+    pub kind: RouteKind,
+    /// Nexthop; `None` for an on-link route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<IpAddr>,
+    /// The provider network the nexthop is reached through, when the backend must wire it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderNetwork>,
+    pub source: String,
+}
+
+/// Which routing domain an exposure belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ScopeId {
+    /// The default VRF / underlay: what is leaked to (or announced by) the default BGP instance.
+    Global,
+    /// One EVPN L3 VNI: a VRF of its own.
+    Evpn(Vni),
+}
+
+impl fmt::Display for ScopeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScopeId::Global => f.write_str("global"),
+            ScopeId::Evpn(vni) => write!(f, "evpn:{}", vni.get()),
+        }
+    }
+}
+
+impl FromStr for ScopeId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "global" {
+            return Ok(ScopeId::Global);
+        }
+        let vni = s
+            .strip_prefix("evpn:")
+            .ok_or_else(|| format!("scope {s:?}: expected global or evpn:<vni>"))?;
+        let vni: u32 = vni.parse().map_err(|_| format!("scope {s:?}: bad VNI"))?;
+        Vni::new(vni)
+            .map(ScopeId::Evpn)
+            .map_err(|e| format!("scope {s:?}: {e}"))
+    }
+}
+
+// Scopes are map keys in snapshots: serialise them as their display form.
+impl Serialize for ScopeId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ScopeId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The EVPN parameters of a VNI scope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvpnParams {
+    pub vni: Vni,
+    /// The BGP AS of the VRF's `router bgp <as> vrf <vrf>` instance.
+    pub bgp_as: Asn,
+    /// Explicit RD; `None` means the backend derives it from the local VTEP address (never
+    /// `None:<vni>`, upstream U01).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rd: Option<RouteDistinguisher>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub import_targets: Vec<RouteTarget>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub export_targets: Vec<RouteTarget>,
+}
+
+/// Everything exposed in one routing domain.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExposureScope {
+    /// EVPN parameters; `None` for the global scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evpn: Option<EvpnParams>,
+    pub ips: BTreeMap<IpAddr, ExposedIp>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub routes: BTreeMap<IpNet, ExposedRoute>,
+    pub subnets: BTreeSet<ExposedSubnet>,
+    /// IPs a later producer also claimed in this scope (the first producer keeps the IP). Kept
+    /// so that the policy stage can resolve and report the conflicts that matter (a tenant IP
+    /// equal to a floating IP); not part of what is exposed.
+    #[serde(skip)]
+    pub shadowed: Vec<ExposedIp>,
+}
+
+impl ExposureScope {
+    /// Add an IP; the first producer of an IP wins, so a gateway port is not downgraded by a later
+    /// tenant-port pass over the same address.
+    pub fn expose_ip(&mut self, exposed: ExposedIp) {
+        match self.ips.get(&exposed.ip) {
+            None => {
+                self.ips.insert(exposed.ip, exposed);
+            }
+            Some(first) if first.kind != exposed.kind || first.source != exposed.source => {
+                if !self.shadowed.contains(&exposed) {
+                    self.shadowed.push(exposed);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Add a route; the first producer of a prefix wins.
+    pub fn expose_route(&mut self, route: ExposedRoute) {
+        self.routes.entry(route.prefix).or_insert(route);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ips.is_empty() && self.routes.is_empty() && self.subnets.is_empty()
+    }
 }
 
 /// Per-bridge wiring a driver needs on this chassis regardless of what is exposed.
@@ -81,7 +261,17 @@ pub struct BridgeWiring {
     pub index: u16,
 }
 
-/// A row the driver could not turn into an exposure; it is logged and the rest is still exposed.
+/// Something a driver needs from the realisation that the exposures alone do not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RealisationNeed {
+    /// FRR must redistribute kernel routes (routes, not addresses, are announced: stretched L2
+    /// and the NB driver's `subnet` mode), as upstream's `redistribute kernel`.
+    RedistributeKernel,
+}
+
+/// A row the driver could not turn into an exposure, or an exposure the policy stage or the
+/// backend refused; it is logged once and the rest is still exposed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedRow {
     pub table: String,
@@ -89,20 +279,59 @@ pub struct SkippedRow {
     pub reason: String,
 }
 
+/// Where a skipped item was refused, for [`SkippedRow::table`] of exposures (not rows).
+pub const POLICY: &str = "policy";
+pub const BACKEND: &str = "backend";
+
 /// Everything a driver wants exposed on this chassis at one point in time.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExposureSet {
-    pub ips: BTreeMap<IpAddr, ExposedIp>,
-    pub subnets: BTreeSet<ExposedSubnet>,
+    pub scopes: BTreeMap<ScopeId, ExposureScope>,
     pub bridges: BTreeMap<InterfaceName, BridgeWiring>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub needs: BTreeSet<RealisationNeed>,
     pub skipped: Vec<SkippedRow>,
 }
 
+impl Default for ExposureSet {
+    /// An empty set still has its global scope, so snapshots always show it.
+    fn default() -> Self {
+        Self {
+            scopes: BTreeMap::from([(ScopeId::Global, ExposureScope::default())]),
+            bridges: BTreeMap::new(),
+            needs: BTreeSet::new(),
+            skipped: Vec::new(),
+        }
+    }
+}
+
+static EMPTY_SCOPE: std::sync::LazyLock<ExposureScope> =
+    std::sync::LazyLock::new(ExposureScope::default);
+
 impl ExposureSet {
-    /// Add an IP; the first producer of an IP wins, so a gateway port is not downgraded by a later
-    /// tenant-port pass over the same address.
+    /// The default-VRF / underlay scope.
+    pub fn global(&self) -> &ExposureScope {
+        self.scopes.get(&ScopeId::Global).unwrap_or(&EMPTY_SCOPE)
+    }
+
+    pub fn global_mut(&mut self) -> &mut ExposureScope {
+        self.scope_mut(ScopeId::Global)
+    }
+
+    pub fn scope_mut(&mut self, id: ScopeId) -> &mut ExposureScope {
+        self.scopes.entry(id).or_default()
+    }
+
+    /// Add an IP to the global scope (see [`ExposureScope::expose_ip`]).
     pub fn expose_ip(&mut self, exposed: ExposedIp) {
-        self.ips.entry(exposed.ip).or_insert(exposed);
+        self.global_mut().expose_ip(exposed);
+    }
+
+    /// Every exposed IP of every scope, with its scope.
+    pub fn all_ips(&self) -> impl Iterator<Item = (ScopeId, &ExposedIp)> {
+        self.scopes
+            .iter()
+            .flat_map(|(id, s)| s.ips.values().map(move |ip| (*id, ip)))
     }
 
     /// Record a row that could not be used; the same problem found through two paths (e.g. a
@@ -116,5 +345,63 @@ impl ExposureSet {
         if !self.skipped.contains(&skipped) {
             self.skipped.push(skipped);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vni(n: u32) -> Vni {
+        Vni::new(n).unwrap()
+    }
+
+    #[test]
+    fn the_same_ip_in_two_vnis_is_two_exposures() {
+        let mut set = ExposureSet::default();
+        let ip: IpAddr = "10.0.0.5".parse().unwrap();
+        for n in [100, 200] {
+            set.scope_mut(ScopeId::Evpn(vni(n)))
+                .expose_ip(ExposedIp::announced(
+                    ip,
+                    ExposureKind::TenantPort,
+                    format!("vm-{n}"),
+                ));
+        }
+        let found: Vec<_> = set.all_ips().map(|(s, e)| (s, e.source.clone())).collect();
+        assert_eq!(
+            found,
+            vec![
+                (ScopeId::Evpn(vni(100)), "vm-100".to_owned()),
+                (ScopeId::Evpn(vni(200)), "vm-200".to_owned())
+            ]
+        );
+        assert!(set.global().ips.is_empty());
+    }
+
+    #[test]
+    fn scope_ids_round_trip_as_map_keys() {
+        let mut set = ExposureSet::default();
+        set.scope_mut(ScopeId::Evpn(vni(4096)));
+        let json = serde_json::to_value(&set).unwrap();
+        assert!(json["scopes"]["global"].is_object(), "{json}");
+        assert!(json["scopes"]["evpn:4096"].is_object(), "{json}");
+        let back: ExposureSet = serde_json::from_value(json).unwrap();
+        assert_eq!(back, set);
+        assert!("evpn:0".parse::<ScopeId>().is_err());
+        assert!("evpn:x".parse::<ScopeId>().is_err());
+        assert!("vrf".parse::<ScopeId>().is_err());
+    }
+
+    #[test]
+    fn a_second_producer_of_an_ip_is_shadowed_not_lost() {
+        let mut scope = ExposureScope::default();
+        let ip: IpAddr = "172.24.4.10".parse().unwrap();
+        scope.expose_ip(ExposedIp::announced(ip, ExposureKind::TenantPort, "vm"));
+        scope.expose_ip(ExposedIp::announced(ip, ExposureKind::FloatingIp, "patch"));
+        scope.expose_ip(ExposedIp::announced(ip, ExposureKind::TenantPort, "vm"));
+        assert_eq!(scope.ips[&ip].kind, ExposureKind::TenantPort);
+        assert_eq!(scope.shadowed.len(), 1);
+        assert_eq!(scope.shadowed[0].kind, ExposureKind::FloatingIp);
     }
 }

@@ -1,9 +1,22 @@
 //! The agent host: picks the configured driver and backend, then runs the reconcile loop.
 //!
 //! One task owns the driver and the backend. It reconciles when the driver reports a change, when
+//! the backend reports a change it saw (its own objects edited behind its back), when
 //! `reconcile_interval` elapses (drift repair: a deleted rule, an OVS or FRR restart), and stops
 //! on SIGTERM/SIGINT without withdrawing anything: a restart must not disturb what is exposed.
+//!
+//! Between the driver and the backend sits the policy stage ([`crate::policy`]): what must never
+//! reach the host's routing is refused and reported there, whatever the driver computed.
+//!
+//! Cancel safety: the waits raced in the loop's `select!` (a driver or backend change, timers,
+//! the shutdown signal) are all cancel-safe; the driver's follow-up work
+//! ([`Driver::settle`], e.g. a `monitor_cond_change`) and the reconcile itself run outside that
+//! race, so a timer can never cut them in half. Only shutdown interrupts them, and an
+//! interrupted apply leaves what was applied in place. Timers are tokio's, so the loop runs
+//! under paused time in tests.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +25,11 @@ use tracing::{debug, error, info, warn};
 
 use crate::caps::Capabilities;
 use crate::config::AgentConfig;
-use crate::exposure::SkippedRow;
+use crate::exposure::{ExposureSet, SkippedRow};
 use crate::plugin::{
     self, ChangeScope, Driver, ExposureBackend, PluginContext, PluginError, SelectionError,
 };
+use crate::policy::{self, PolicyContext};
 use crate::system::DesiredSystem;
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +52,32 @@ pub enum HostError {
     Signals(#[source] std::io::Error),
 }
 
+/// A future that resolves when the agent must stop.
+pub type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What one pass of the loop was woken by; the reason logged with each reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Driver(ChangeScope),
+    Backend,
+    Periodic,
+    Repair,
+    Stop,
+}
+
+/// Counters of what the loop did, for tests and (later) metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoopStats {
+    /// Driver changes received.
+    pub changes: u64,
+    /// [`Driver::settle`] calls that ran to completion.
+    pub settled: u64,
+    /// Reconciles that ran to completion (applied, or failed and logged).
+    pub reconciles: u64,
+    /// Drift repairs of the last desired state.
+    pub repairs: u64,
+}
+
 /// The loaded plugins and what they share.
 pub struct Agent {
     ctx: PluginContext,
@@ -45,14 +85,24 @@ pub struct Agent {
     backend_name: &'static str,
     driver: Box<dyn Driver>,
     backend: Box<dyn ExposureBackend>,
+    policy: PolicyContext,
     last_skipped: Vec<SkippedRow>,
     last_desired: Option<DesiredSystem>,
+    stats: LoopStats,
 }
 
 impl Agent {
     /// Select and construct the plugins named in the configuration.
     pub fn new(config: Arc<AgentConfig>) -> Result<Self, HostError> {
         let (d, b) = plugin::select(&config.default.driver, &config.default.exposing_method)?;
+        if d.own_backend.is_some() && config.default.exposing_method != b.name {
+            info!(
+                driver = d.name,
+                exposing_method = %config.default.exposing_method,
+                realisation = b.name,
+                "this driver ignores exposing_method, as upstream's does"
+            );
+        }
         let caps = Capabilities::for_agent(&config);
         let ctx = PluginContext { config, caps };
         let driver = (d.factory)(&ctx).map_err(|source| HostError::Driver {
@@ -63,15 +113,29 @@ impl Agent {
             backend: b.name.to_owned(),
             source,
         })?;
-        Ok(Self {
+        Ok(Self::with_plugins(ctx, d.name, driver, b.name, backend))
+    }
+
+    /// A host for plugins built by the caller (tests, embedding).
+    pub fn with_plugins(
+        ctx: PluginContext,
+        driver_name: &'static str,
+        driver: Box<dyn Driver>,
+        backend_name: &'static str,
+        backend: Box<dyn ExposureBackend>,
+    ) -> Self {
+        let policy = PolicyContext::from_config(&ctx.config.policy);
+        Self {
             ctx,
-            driver_name: d.name,
-            backend_name: b.name,
+            driver_name,
+            backend_name,
             driver,
             backend,
+            policy,
             last_skipped: Vec::new(),
             last_desired: None,
-        })
+            stats: LoopStats::default(),
+        }
     }
 
     fn driver_err(&self, source: PluginError) -> HostError {
@@ -88,10 +152,64 @@ impl Agent {
         }
     }
 
+    /// The IPs of every OVSDB remote the agent talks to: exposing one would cut the agent off
+    /// its own databases.
+    fn remote_ips(&self) -> Vec<std::net::IpAddr> {
+        let c = &self.ctx.config;
+        [
+            Some(c.default.ovsdb_connection.as_str()),
+            c.ovn.ovn_sb_connection.as_deref(),
+            c.ovn.ovn_nb_connection.as_deref(),
+            Some(c.local_ovn_cluster.ovn_nb_connection.as_str()),
+        ]
+        .into_iter()
+        .flatten()
+        .flat_map(policy::remote_ips)
+        .collect()
+    }
+
+    /// Re-read what the policy stage protects: the host's own addresses (those the agent did not
+    /// put there) and the OVSDB remotes. One address dump; done at start and at each periodic
+    /// reconcile, not per event.
+    async fn refresh_protected(&mut self) {
+        let mut protected = self.remote_ips();
+        match self.ctx.caps.netlink.host_addresses().await {
+            Ok(addresses) => {
+                let ours = self.last_desired.as_ref().map(|d| &d.addresses);
+                protected.extend(
+                    addresses
+                        .into_iter()
+                        .filter(|a| !ours.is_some_and(|o| o.iter().any(|s| s.addr == *a)))
+                        .map(|a| a.addr()),
+                );
+            }
+            Err(e) => warn!("reading the host's addresses for the exposure policy: {e}"),
+        }
+        protected.sort();
+        protected.dedup();
+        self.policy.protected = protected;
+    }
+
+    /// Log a skipped row or exposure once when it appears, not at every reconcile.
+    fn report_skipped(&mut self, skipped: Vec<SkippedRow>) {
+        for s in skipped.iter().filter(|s| !self.last_skipped.contains(s)) {
+            warn!(table = %s.table, row = %s.row, "skipped: {}", s.reason);
+        }
+        self.last_skipped = skipped;
+    }
+
+    /// The driver's exposures after the policy stage.
+    fn exposures(&self) -> Result<ExposureSet, PluginError> {
+        let mut exposures = self.driver.desired_exposures()?;
+        policy::apply(&mut exposures, &self.policy);
+        Ok(exposures)
+    }
+
     /// Compute the desired state and apply it. A failure is logged and retried at the next
     /// trigger; it never stops the agent.
     async fn reconcile(&mut self, why: &str) {
-        let exposures = match self.driver.desired_exposures() {
+        self.stats.reconciles += 1;
+        let mut exposures = match self.exposures() {
             Ok(e) => e,
             Err(e) => {
                 error!(
@@ -102,15 +220,6 @@ impl Agent {
                 return;
             }
         };
-        // Log a broken row once when it appears, not at every reconcile.
-        for skipped in exposures
-            .skipped
-            .iter()
-            .filter(|s| !self.last_skipped.contains(s))
-        {
-            warn!(table = %skipped.table, row = %skipped.row, "row skipped: {}", skipped.reason);
-        }
-        self.last_skipped = exposures.skipped.clone();
         if let Err(e) = self.backend.observe(&exposures).await {
             error!(
                 backend = self.backend_name,
@@ -119,7 +228,7 @@ impl Agent {
             );
             return;
         }
-        let desired = match self.backend.desired_system(&exposures) {
+        let rendered = match self.backend.desired_system(&exposures) {
             Ok(d) => d,
             Err(e) => {
                 error!(
@@ -130,7 +239,10 @@ impl Agent {
                 return;
             }
         };
-        self.apply(desired, why).await;
+        let mut skipped = std::mem::take(&mut exposures.skipped);
+        skipped.extend(rendered.skipped);
+        self.report_skipped(skipped);
+        self.apply(rendered.system, why).await;
     }
 
     async fn apply(&mut self, desired: DesiredSystem, why: &str) {
@@ -158,6 +270,7 @@ impl Agent {
     /// hand, an address removed) between full reconciles, at the cost of one dump per class.
     async fn repair(&mut self) {
         if let Some(desired) = self.last_desired.take() {
+            self.stats.repairs += 1;
             self.apply(desired, "repair").await;
         }
     }
@@ -176,9 +289,20 @@ impl Agent {
     }
 
     /// Start the plugins and run until SIGTERM/SIGINT.
-    pub async fn run(mut self) -> Result<(), HostError> {
+    pub async fn run(self) -> Result<(), HostError> {
         let mut sigterm = signal(SignalKind::terminate()).map_err(HostError::Signals)?;
         let mut sigint = signal(SignalKind::interrupt()).map_err(HostError::Signals)?;
+        let shutdown: Shutdown = Box::pin(async move {
+            tokio::select! {
+                _ = sigterm.recv() => info!("SIGTERM"),
+                _ = sigint.recv() => info!("SIGINT"),
+            }
+        });
+        self.run_until(shutdown).await.map(|_| ())
+    }
+
+    /// Start the plugins and run until `shutdown` resolves; returns what the loop did.
+    pub async fn run_until(mut self, mut shutdown: Shutdown) -> Result<LoopStats, HostError> {
         info!(
             driver = self.driver_name,
             exposing_method = self.backend_name,
@@ -187,14 +311,19 @@ impl Agent {
         let ctx = self.ctx.clone();
         tokio::select! {
             r = self.driver.start(&ctx) => r.map_err(|e| self.driver_err(e))?,
-            _ = sigterm.recv() => return Ok(()),
-            _ = sigint.recv() => return Ok(()),
+            _ = &mut shutdown => return Ok(self.stats),
         }
-        self.backend
-            .start(&ctx)
-            .await
-            .map_err(|e| self.backend_err(e))?;
-        self.reconcile("start").await;
+        tokio::select! {
+            r = self.backend.start(&ctx) => r.map_err(|e| self.backend_err(e))?,
+            _ = &mut shutdown => return Ok(self.stats),
+        }
+        tokio::select! {
+            _ = async {
+                self.refresh_protected().await;
+                self.reconcile("start").await;
+            } => {}
+            _ = &mut shutdown => return Ok(self.stats),
+        }
         self.spawn_watchers();
 
         let defaults = &ctx.config.default;
@@ -207,20 +336,54 @@ impl Agent {
             timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
         loop {
-            tokio::select! {
+            // Only cancel-safe waits race here (see the module documentation).
+            let wake = tokio::select! {
                 change = self.driver.changed() => match change {
-                    Ok(ChangeScope::Full) => self.reconcile("full resync").await,
-                    Ok(ChangeScope::Rows) => self.reconcile("change").await,
+                    Ok(scope) => Wake::Driver(scope),
                     Err(e) => return Err(self.driver_err(e)),
                 },
-                _ = periodic.tick() => self.reconcile("reconcile_interval").await,
-                _ = repair.tick() => self.repair().await,
-                _ = sigterm.recv() => break,
-                _ = sigint.recv() => break,
+                change = self.backend.changed() => match change {
+                    Ok(()) => Wake::Backend,
+                    Err(e) => return Err(self.backend_err(e)),
+                },
+                _ = periodic.tick() => Wake::Periodic,
+                _ = repair.tick() => Wake::Repair,
+                _ = &mut shutdown => Wake::Stop,
+            };
+            // The work a wake-up calls for, interrupted by nothing but shutdown.
+            let work = async {
+                match wake {
+                    Wake::Driver(scope) => {
+                        self.stats.changes += 1;
+                        if let Err(e) = self.driver.settle().await {
+                            warn!(driver = self.driver_name, "{e}");
+                        }
+                        self.stats.settled += 1;
+                        let why = match scope {
+                            ChangeScope::Full => "full resync",
+                            ChangeScope::Rows => "change",
+                        };
+                        self.reconcile(why).await;
+                    }
+                    Wake::Backend => self.reconcile("backend change").await,
+                    Wake::Periodic => {
+                        self.refresh_protected().await;
+                        self.reconcile("reconcile_interval").await;
+                    }
+                    Wake::Repair => self.repair().await,
+                    Wake::Stop => {}
+                }
+            };
+            if wake == Wake::Stop {
+                break;
+            }
+            tokio::select! {
+                _ = work => {}
+                _ = &mut shutdown => break,
             }
         }
         // Deliberately no cleanup: exposed routes stay so a restart withdraws nothing.
         info!("stopping; exposed state left in place");
-        Ok(())
+        Ok(self.stats)
     }
 }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod exposure;
 pub mod host;
 pub mod plugin;
+pub mod policy;
 pub mod system;
 pub mod types;
 

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use crate::caps::Capabilities;
 use crate::config::AgentConfig;
-use crate::exposure::ExposureSet;
+use crate::exposure::{ExposureSet, SkippedRow};
 use crate::system::DesiredSystem;
 
 /// Errors a plugin reports to the host. Each carries what an operator needs to act.
@@ -34,7 +34,7 @@ pub struct PluginContext {
 }
 
 /// How much changed since the last call to [`Driver::desired_exposures`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeScope {
     /// Rows changed; a reconcile of the exposures is due.
     Rows,
@@ -51,11 +51,47 @@ pub trait Driver: Send {
 
     /// Wait for the next change that affects exposures. Level-triggered: the host recomputes
     /// from the replica, so coalescing many notifications into one return is correct.
+    ///
+    /// Must be cancel-safe: the host drops this future when a timer or a signal fires first,
+    /// so it may only await channel receives (or other cancel-safe waits) and apply what it
+    /// received synchronously. Work that must not be cut in the middle (a
+    /// `monitor_cond_change` round trip) goes in [`Driver::settle`].
     async fn changed(&mut self) -> Result<ChangeScope, PluginError>;
+
+    /// Follow-up work after [`Driver::changed`] returned, which the host awaits to completion
+    /// before anything else (never cancelled by a timer): e.g. sending a new monitor condition
+    /// the changed rows call for. Errors are logged and the work is retried after the next
+    /// change.
+    async fn settle(&mut self) -> Result<(), PluginError> {
+        Ok(())
+    }
 
     /// The complete desired exposures, computed from the replica. Rows that cannot be used are
     /// recorded in [`ExposureSet::skipped`], never abort the computation.
     fn desired_exposures(&self) -> Result<ExposureSet, PluginError>;
+}
+
+/// What a backend renders: the objects to reconcile, and what it could not realise.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    pub system: DesiredSystem,
+    /// Exposures, scopes or fields the backend cannot realise (an EVPN scope given to the
+    /// underlay backend, a bridge without a routing table, ...): reported, never dropped
+    /// silently. [`SkippedRow::table`] is [`crate::exposure::BACKEND`] for these.
+    pub skipped: Vec<SkippedRow>,
+}
+
+impl Rendered {
+    pub fn skip(&mut self, row: impl Into<String>, reason: impl Into<String>) {
+        let skipped = SkippedRow {
+            table: crate::exposure::BACKEND.to_owned(),
+            row: row.into(),
+            reason: reason.into(),
+        };
+        if !self.skipped.contains(&skipped) {
+            self.skipped.push(skipped);
+        }
+    }
 }
 
 /// An exposure backend: realises exposures as kernel, FRR and OVS objects.
@@ -73,8 +109,16 @@ pub trait ExposureBackend: Send {
     }
 
     /// The objects that must exist for `exposures` (plus the base configuration: VRF, NIC, FRR
-    /// leak configuration), with the scopes the reconciler owns.
-    fn desired_system(&self, exposures: &ExposureSet) -> Result<DesiredSystem, PluginError>;
+    /// leak configuration), with the scopes the reconciler owns, and what could not be
+    /// realised.
+    fn desired_system(&self, exposures: &ExposureSet) -> Result<Rendered, PluginError>;
+
+    /// Wait until something the backend owns outside the kernel changed behind its back (a
+    /// row of a node-local OVN database edited by someone), so the host reconciles. Must be
+    /// cancel-safe, like [`Driver::changed`]. The default never fires.
+    async fn changed(&mut self) -> Result<(), PluginError> {
+        std::future::pending().await
+    }
 }
 
 pub type DriverFactory = fn(&PluginContext) -> Result<Box<dyn Driver>, PluginError>;
@@ -87,6 +131,10 @@ pub struct DriverRegistration {
     pub description: &'static str,
     /// Backend names (`[DEFAULT] exposing_method`) this driver can work with.
     pub supported_backends: &'static [&'static str],
+    /// A realisation the driver always uses, whatever `exposing_method` says: upstream's EVPN
+    /// driver ignores the option (its default is `underlay`), so `driver = ovn_evpn_driver`
+    /// alone must get the EVPN realisation. `None`: chosen by `exposing_method`.
+    pub own_backend: Option<&'static str>,
     pub factory: DriverFactory,
 }
 
@@ -102,6 +150,7 @@ impl std::fmt::Debug for DriverRegistration {
         f.debug_struct("DriverRegistration")
             .field("name", &self.name)
             .field("supported_backends", &self.supported_backends)
+            .field("own_backend", &self.own_backend)
             .finish_non_exhaustive()
     }
 }
@@ -149,6 +198,11 @@ pub enum SelectionError {
         backend: String,
         supported: String,
     },
+    #[error(
+        "driver {driver} always uses the {backend} realisation (it ignores exposing_method), \
+         but this build lacks it: build with the `{backend}` feature"
+    )]
+    OwnBackendMissing { driver: String, backend: String },
 }
 
 fn join_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
@@ -175,6 +229,15 @@ pub fn select(
                 name: driver.to_owned(),
                 available: join_names(drivers.iter().map(|r| r.name)),
             })?;
+    if let Some(own) = d.own_backend {
+        let b = backends.iter().find(|r| r.name == own).ok_or_else(|| {
+            SelectionError::OwnBackendMissing {
+                driver: driver.to_owned(),
+                backend: own.to_owned(),
+            }
+        })?;
+        return Ok((d, b));
+    }
     let b = backends.iter().find(|r| r.name == backend).ok_or_else(|| {
         SelectionError::UnknownBackend {
             name: backend.to_owned(),

@@ -175,6 +175,8 @@ fn upstream_conf_with_every_option_is_read() {
     assert_eq!(c.linux.nic_device_kind, "ifb");
     assert_eq!(c.linux.rule_priority, 1000);
     assert_eq!(c.linux.netns.as_deref(), Some("chassis-1"));
+    assert_eq!(c.policy.min_prefix_length_ipv4, 12);
+    assert_eq!(c.policy.min_prefix_length_ipv6, 48);
 
     // Provenance names the line.
     assert_eq!(

@@ -94,7 +94,8 @@ fn run_case(name: &str) -> ExposureSet {
 }
 
 fn ips_of(set: &ExposureSet, kind: ExposureKind) -> BTreeSet<IpAddr> {
-    set.ips
+    set.global()
+        .ips
         .values()
         .filter(|e| e.kind == kind)
         .map(|e| e.ip)
@@ -113,9 +114,13 @@ fn gateway_tenant_and_fips() {
         ips_of(&set, ExposureKind::ProviderPort),
         ips(&["172.24.100.10", "2001:db8::10", "172.24.100.41"])
     );
-    assert!(set.ips[&"172.24.100.10".parse().unwrap()].lladdr.is_none());
+    assert!(
+        set.global().ips[&"172.24.100.10".parse().unwrap()]
+            .lladdr
+            .is_none()
+    );
     // Virtual port: its IPv6 network is NDP-proxied.
-    let virt = &set.ips[&"2001:db8::12".parse().unwrap()];
+    let virt = &set.global().ips[&"2001:db8::12".parse().unwrap()];
     assert_eq!(virt.kind, ExposureKind::VirtualPort);
     assert_eq!(
         virt.ndp_proxy
@@ -125,7 +130,7 @@ fn gateway_tenant_and_fips() {
         ["2001:db8::/64"]
     );
     // C1: the gateway port with its MAC as permanent neighbour and the v6 network proxied.
-    let gw = &set.ips[&"172.24.100.5".parse().unwrap()];
+    let gw = &set.global().ips[&"172.24.100.5".parse().unwrap()];
     assert_eq!(gw.kind, ExposureKind::GatewayPort);
     assert_eq!(gw.lladdr.unwrap().to_string(), "fa:16:3e:aa:bb:cc");
     // C6 + C7: the centralized FIP and the distributed FIP of vm3 (bound here), not vm4's.
@@ -135,6 +140,7 @@ fn gateway_tenant_and_fips() {
     );
     // C2: the tenant subnet routed via the gateway, and every bound tenant VM IP announced.
     let subnets: Vec<_> = set
+        .global()
         .subnets
         .iter()
         .map(|s| (s.router_ip.to_string(), s.via.to_string()))
@@ -153,7 +159,7 @@ fn gateway_tenant_and_fips() {
         ips(&["10.0.0.100", "172.24.100.30"])
     );
     assert!(
-        set.ips[&"172.24.100.30".parse().unwrap()]
+        set.global().ips[&"172.24.100.30".parse().unwrap()]
             .provider
             .is_some()
     );
@@ -165,7 +171,7 @@ fn gateway_tenant_and_fips() {
         "172.24.100.23",
     ] {
         assert!(
-            !set.ips.contains_key(&absent.parse().unwrap()),
+            !set.global().ips.contains_key(&absent.parse().unwrap()),
             "{absent} must not be exposed"
         );
     }
@@ -199,14 +205,14 @@ fn gateway_tenant_and_fips() {
 fn vlan_provider_without_tenant_exposure() {
     let set = run_case("vlan_no_tenant");
     // B2: the VM's provider network carries the localnet tag.
-    let vm = &set.ips[&"172.24.100.10".parse().unwrap()];
+    let vm = &set.global().ips[&"172.24.100.10".parse().unwrap()];
     assert_eq!(vm.provider.as_ref().unwrap().vlan, Some(100));
     // Both localnet tags of the physnet get a VLAN device on its bridge.
     let br = set.bridges.values().next().unwrap();
     assert_eq!(br.bridge.as_str(), "br-ex");
     assert_eq!(br.vlans.iter().copied().collect::<Vec<_>>(), [100, 200]);
     // Tenant exposure off: no subnet, no tenant IP.
-    assert!(set.subnets.is_empty());
+    assert!(set.global().subnets.is_empty());
     assert!(ips_of(&set, ExposureKind::TenantPort).is_empty());
     // Hostile and over-long bridge names in ovn-bridge-mappings are refused, not used.
     assert_eq!(set.bridges.len(), 1);
@@ -242,7 +248,7 @@ fn recorded_lab_topology() {
         ips(&["172.24.4.10", "2001:db8::a"])
     );
     assert_eq!(
-        set.ips[&"172.24.4.10".parse().unwrap()]
+        set.global().ips[&"172.24.4.10".parse().unwrap()]
             .lladdr
             .unwrap()
             .to_string(),
@@ -255,6 +261,7 @@ fn recorded_lab_topology() {
     );
     // The tenant subnet and the tenant VM behind the gateway.
     let subnets: Vec<_> = set
+        .global()
         .subnets
         .iter()
         .map(|s| (s.router_ip.to_string(), s.via.to_string()))
@@ -272,6 +279,7 @@ fn recorded_lab_topology() {
 fn ipv6_gua_only_tenant_exposure() {
     let set = run_case("gua_only");
     let subnets: Vec<_> = set
+        .global()
         .subnets
         .iter()
         .map(|s| (s.router_ip.to_string(), s.via.to_string()))
@@ -292,6 +300,7 @@ fn ipv6_gua_only_tenant_exposure() {
 fn address_scopes_filter_subnets_and_vms() {
     let set = run_case("address_scopes");
     let subnets: BTreeSet<String> = set
+        .global()
         .subnets
         .iter()
         .map(|s| s.router_ip.to_string())

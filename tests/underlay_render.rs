@@ -41,8 +41,9 @@ fn render_case(case: &str) -> DesiredSystem {
         &std::fs::read_to_string(root.join("sb_bgp").join(case).join("expected.json")).unwrap(),
     )
     .unwrap();
-    let (system, problems) = render(&settings(), &facts(), &exposures);
-    assert!(problems.is_empty(), "{problems:?}");
+    let rendered = render(&settings(), &facts(), &exposures);
+    assert!(rendered.skipped.is_empty(), "{:?}", rendered.skipped);
+    let system = rendered.system;
     let rendered = serde_json::to_string_pretty(&system).unwrap() + "\n";
     let snapshot = root.join("underlay").join(format!("{case}.json"));
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
@@ -220,13 +221,15 @@ fn a_bridge_without_table_is_reported_and_the_rest_still_renders() {
         &std::fs::read_to_string(root.join("sb_bgp/gateway_tenant_fips/expected.json")).unwrap(),
     )
     .unwrap();
-    let (system, problems) = render(&settings(), &Facts::default(), &exposures);
+    let rendered = render(&settings(), &Facts::default(), &exposures);
+    let problems = rendered.skipped;
     assert!(
         problems
             .iter()
-            .any(|p| p.contains("no routing table for bridge br-ex")),
+            .any(|p| p.reason.contains("no routing table for bridge br-ex")),
         "{problems:?}"
     );
+    let system = rendered.system;
     // Announcements do not depend on the bridge: every IP is still on bgp-nic.
     assert_eq!(
         system
@@ -234,7 +237,7 @@ fn a_bridge_without_table_is_reported_and_the_rest_still_renders() {
             .iter()
             .filter(|a| a.dev.as_str() == "bgp-nic")
             .count(),
-        exposures.ips.len()
+        exposures.global().ips.len()
     );
     assert!(system.rules.is_empty());
 }

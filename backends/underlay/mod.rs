@@ -8,20 +8,22 @@
 pub mod render;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use tracing::{debug, warn};
 
-use crate::caps::frr::base::{default_redistribute, leak_vrf_from_config};
+use crate::caps::frr::base::leak_vrf_from_config;
 use crate::caps::frr::templates::{FrrSnippet, NicRedistribute};
+use crate::caps::frr::values::Redistribute;
 use crate::caps::frr::vtysh::{Vtysh, VtyshOptions};
 use crate::caps::ovs::tools::{OvsOptions, OvsTools};
 use crate::caps::rt_tables::RtTables;
 use crate::config::DefaultSection;
-use crate::exposure::ExposureSet;
-use crate::plugin::{BackendRegistration, ExposureBackend, PluginContext, PluginError};
-use crate::system::DesiredSystem;
+use crate::exposure::{ExposureSet, RealisationNeed};
+use crate::plugin::{BackendRegistration, ExposureBackend, PluginContext, PluginError, Rendered};
 use crate::types::InterfaceName;
 use render::{Facts, UnderlaySettings, VrfKind};
 
@@ -48,6 +50,8 @@ pub struct UnderlayBackend {
     macs_read_at: Option<Instant>,
     /// Rendered FRR base configuration; empty until FRR answered (router id discovery).
     frr_snippets: Vec<String>,
+    /// The redistribute sources `frr_snippets` were rendered with.
+    redistribute: BTreeSet<Redistribute>,
 }
 
 impl UnderlayBackend {
@@ -63,13 +67,14 @@ impl UnderlayBackend {
             known_bridges: BTreeSet::new(),
             macs_read_at: None,
             frr_snippets: Vec::new(),
+            redistribute: BTreeSet::from([Redistribute::Connected]),
         })
     }
 
     /// The FRR base configuration: the leak VRF (A1-A3), plus, where `bgp-vrf` is only a bridge
     /// stand-in, a route-map redistribution of bgp-nic in the default instance.
     async fn render_frr(&mut self) -> Result<(), PluginError> {
-        let redistribute = default_redistribute(&self.default);
+        let redistribute = self.redistribute.clone();
         let leak = leak_vrf_from_config(&self.default, redistribute.clone(), &self.vtysh)
             .await
             .map_err(|e| failed(format!("FRR base configuration: {e}")))?;
@@ -157,6 +162,19 @@ impl ExposureBackend for UnderlayBackend {
         let bridges: BTreeSet<InterfaceName> = exposures.bridges.keys().cloned().collect();
         self.refresh_tables(&bridges);
         self.refresh_bridge_macs(&bridges).await;
+        // The driver says whether routes (not only addresses) are announced (A2: upstream's
+        // `redistribute kernel` with the subnet advertisement method).
+        let mut redistribute = BTreeSet::from([Redistribute::Connected]);
+        if exposures
+            .needs
+            .contains(&RealisationNeed::RedistributeKernel)
+        {
+            redistribute.insert(Redistribute::Kernel);
+        }
+        if redistribute != self.redistribute {
+            self.redistribute = redistribute;
+            self.frr_snippets.clear();
+        }
         if self.frr_snippets.is_empty()
             && let Err(e) = self.render_frr().await
         {
@@ -165,13 +183,10 @@ impl ExposureBackend for UnderlayBackend {
         Ok(())
     }
 
-    fn desired_system(&self, exposures: &ExposureSet) -> Result<DesiredSystem, PluginError> {
-        let (mut system, problems) = render::render(&self.settings, &self.facts, exposures);
-        for problem in problems {
-            warn!("{problem}");
-        }
-        system.frr = self.frr_snippets.clone();
-        Ok(system)
+    fn desired_system(&self, exposures: &ExposureSet) -> Result<Rendered, PluginError> {
+        let mut rendered = render::render(&self.settings, &self.facts, exposures);
+        rendered.system.frr = self.frr_snippets.clone();
+        Ok(rendered)
     }
 }
 

@@ -9,7 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
-use crate::exposure::{BridgeWiring, ExposureSet, ProviderNetwork};
+use crate::exposure::{BridgeWiring, ExposureSet, ProviderNetwork, RealisationNeed, ScopeId};
+use crate::plugin::Rendered;
 use crate::system::{
     AddressSpec, DesiredSystem, LinkKind, LinkSpec, NeighbourSpec, PortFlowSpec,
     ProxyNeighbourSpec, RouteSpec, RouteType, RuleSelector, RuleSpec,
@@ -133,30 +134,58 @@ fn proxy_sysctls(out: &mut DesiredSystem, dev: &InterfaceName) {
 struct Renderer<'a> {
     settings: &'a UnderlaySettings,
     facts: &'a Facts,
-    out: DesiredSystem,
-    problems: Vec<String>,
+    out: Rendered,
 }
 
-/// Render the desired system; `problems` lists what could not be rendered (a bridge without a
-/// table number, say) — the rest is still rendered.
-pub fn render(
-    settings: &UnderlaySettings,
-    facts: &Facts,
-    exposures: &ExposureSet,
-) -> (DesiredSystem, Vec<String>) {
+/// Render the desired system; what cannot be realised (a bridge without a table number, an
+/// EVPN scope, a nexthop on an IP) is reported in [`Rendered::skipped`] and the rest is still
+/// rendered.
+pub fn render(settings: &UnderlaySettings, facts: &Facts, exposures: &ExposureSet) -> Rendered {
     let mut r = Renderer {
         settings,
         facts,
-        out: DesiredSystem::default(),
-        problems: Vec::new(),
+        out: Rendered::default(),
     };
     r.base();
+    for (scope, content) in &exposures.scopes {
+        if *scope != ScopeId::Global && !content.is_empty() {
+            r.out.skip(
+                format!("scope {scope}"),
+                format!(
+                    "the underlay backend has no EVPN VRFs: {} IPs, {} routes, {} subnets not exposed",
+                    content.ips.len(),
+                    content.routes.len(),
+                    content.subnets.len()
+                ),
+            );
+        }
+    }
+    if exposures
+        .needs
+        .contains(&RealisationNeed::RedistributeKernel)
+    {
+        // Routes are announced from the VRF table (FRR redistributes kernel routes): the table's
+        // `proto boot` routes are the agent's, so a withdrawn route is deleted.
+        r.out.system.ownership.tables.insert(settings.vrf_table);
+    }
     for wiring in exposures.bridges.values() {
         r.bridge(wiring);
     }
-    for exposed in exposures.ips.values() {
+    let global = exposures.global();
+    for exposed in global.ips.values() {
+        if let Some(via) = exposed.via {
+            r.out.skip(
+                &exposed.source,
+                format!(
+                    "{}: a nexthop ({via}) cannot be realised by the underlay backend (IPs are \
+                     addresses on {})",
+                    exposed.ip, settings.bgp_nic
+                ),
+            );
+            continue;
+        }
         let host = host_prefix(exposed.ip);
-        r.out.addresses.insert(AddressSpec {
+        r.out.system.addresses.insert(AddressSpec {
             dev: settings.bgp_nic.clone(),
             addr: host,
         });
@@ -167,12 +196,13 @@ pub fn render(
             continue;
         };
         let dev = provider_device(provider);
-        r.out.rules.insert(RuleSpec {
+        let out = &mut r.out.system;
+        out.rules.insert(RuleSpec {
             selector: RuleSelector::To(host),
             table,
             priority: settings.rule_priority,
         });
-        r.out.routes.insert(RouteSpec {
+        out.routes.insert(RouteSpec {
             table,
             dst: host,
             route_type: RouteType::Unicast,
@@ -182,30 +212,58 @@ pub fn render(
             metric: None,
         });
         if let Some(lladdr) = exposed.lladdr {
-            r.out.neighbours.insert(NeighbourSpec {
+            out.neighbours.insert(NeighbourSpec {
                 dev: dev.clone(),
                 ip: exposed.ip,
                 lladdr,
             });
         }
         for net in &exposed.ndp_proxy {
-            r.out.proxy_neighbours.insert(ProxyNeighbourSpec {
+            out.proxy_neighbours.insert(ProxyNeighbourSpec {
                 dev: dev.clone(),
                 ip: net.network(),
             });
         }
     }
-    for subnet in &exposures.subnets {
+    for route in global.routes.values() {
+        if !exposures
+            .needs
+            .contains(&RealisationNeed::RedistributeKernel)
+        {
+            r.out.skip(
+                &route.source,
+                format!(
+                    "route {}: routes are only announced when the driver asks for kernel \
+                     redistribution",
+                    route.prefix
+                ),
+            );
+            continue;
+        }
+        // Upstream (stretched L2, NB `subnet` mode): `ip route replace <net> [via <gw>] dev
+        // bgp-nic table <bgp_vrf_table_id> proto boot`, on-link routes with scope link.
+        r.out.system.routes.insert(RouteSpec {
+            table: settings.vrf_table,
+            dst: route.prefix,
+            route_type: RouteType::Unicast,
+            via: route.via,
+            dev: Some(settings.bgp_nic.clone()),
+            scope_link: route.via.is_none(),
+            metric: None,
+        });
+    }
+    for subnet in &global.subnets {
         let Some(table) = r.table_of(&subnet.provider.bridge, &subnet.source) else {
             continue;
         };
+        let out = &mut r.out.system;
         // Upstream's rule key is the router interface address with its mask (`to 10.0.0.1/24`).
-        r.out.rules.insert(RuleSpec {
+        out.rules.insert(RuleSpec {
             selector: RuleSelector::To(subnet.router_ip),
             table,
             priority: settings.rule_priority,
         });
-        r.out.routes.insert(RouteSpec {
+        out.routes.insert(RouteSpec {
             table,
             dst: subnet.router_ip.trunc(),
             route_type: RouteType::Unicast,
@@ -215,16 +273,17 @@ pub fn render(
             metric: None,
         });
     }
-    (r.out, r.problems)
+    r.out
 }
 
 impl Renderer<'_> {
     fn table_of(&mut self, bridge: &InterfaceName, source: &str) -> Option<u32> {
         let table = self.facts.tables.get(bridge).copied();
         if table.is_none() {
-            self.problems.push(format!(
-                "{source}: no routing table for bridge {bridge}; not wired"
-            ));
+            self.out.skip(
+                source,
+                format!("no routing table for bridge {bridge}; not wired"),
+            );
         }
         table
     }
@@ -236,14 +295,14 @@ impl Renderer<'_> {
             VrfKind::Vrf => LinkKind::Vrf { table: s.vrf_table },
             VrfKind::Bridge => LinkKind::Bridge,
         };
-        self.out.links.insert(LinkSpec {
+        self.out.system.links.insert(LinkSpec {
             name: s.bgp_vrf.clone(),
             kind: vrf_kind,
             master: None,
             mac: None,
             up: true,
         });
-        self.out.links.insert(LinkSpec {
+        self.out.system.links.insert(LinkSpec {
             name: s.bgp_nic.clone(),
             kind: match s.nic_kind {
                 NicKind::Dummy => LinkKind::Dummy,
@@ -253,7 +312,7 @@ impl Renderer<'_> {
             mac: None,
             up: true,
         });
-        let own = &mut self.out.ownership;
+        let own = &mut self.out.system.ownership;
         own.address_devices.insert(s.bgp_nic.clone());
         own.flow_cookies.insert(FLOW_COOKIE);
         own.link_names.insert(s.bgp_vrf.clone());
@@ -265,12 +324,12 @@ impl Renderer<'_> {
         let Some(table) = self.table_of(bridge, &format!("bridge {bridge}")) else {
             return;
         };
-        let own = &mut self.out.ownership;
+        let own = &mut self.out.system.ownership;
         own.tables.insert(table);
         own.neighbour_devices.insert(bridge.clone());
         // Default routes: everything looked up in the bridge table leaves through the bridge.
         for (dst, scope_link) in [("0.0.0.0/0", true), ("::/0", false)] {
-            self.out.routes.insert(RouteSpec {
+            self.out.system.routes.insert(RouteSpec {
                 table,
                 dst: dst.parse().expect("literal prefix"),
                 route_type: RouteType::Unicast,
@@ -281,12 +340,12 @@ impl Renderer<'_> {
             });
         }
         for addr in arp_ndp_helpers(wiring.index, wiring.index) {
-            self.out.addresses.insert(AddressSpec {
+            self.out.system.addresses.insert(AddressSpec {
                 dev: bridge.clone(),
                 addr,
             });
         }
-        proxy_sysctls(&mut self.out, bridge);
+        proxy_sysctls(&mut self.out.system, bridge);
         // Every `<bridge[:10]>.<vid>` VLAN device is the agent's: one whose localnet tag is gone
         // is deleted (A8).
         let vlan_prefix = vlan_device_name(bridge, 1)
@@ -294,12 +353,13 @@ impl Renderer<'_> {
             .trim_end_matches('1')
             .to_owned();
         self.out
+            .system
             .ownership
             .link_names
             .insert(InterfaceName::new(vlan_prefix).expect("prefix of a valid name"));
         for vlan in &wiring.vlans {
             let dev = vlan_device_name(bridge, *vlan);
-            self.out.links.insert(LinkSpec {
+            self.out.system.links.insert(LinkSpec {
                 name: dev.clone(),
                 kind: LinkKind::Vlan {
                     parent: bridge.clone(),
@@ -309,24 +369,29 @@ impl Renderer<'_> {
                 mac: None,
                 up: true,
             });
-            self.out.ownership.neighbour_devices.insert(dev.clone());
+            self.out
+                .system
+                .ownership
+                .neighbour_devices
+                .insert(dev.clone());
             for addr in arp_ndp_helpers(wiring.index, *vlan) {
-                self.out.addresses.insert(AddressSpec {
+                self.out.system.addresses.insert(AddressSpec {
                     dev: dev.clone(),
                     addr,
                 });
             }
-            proxy_sysctls(&mut self.out, &dev);
+            proxy_sysctls(&mut self.out.system, &dev);
         }
         let Some(mac) = self.facts.bridge_macs.get(bridge) else {
-            self.problems.push(format!(
-                "bridge {bridge}: MAC address unknown (device missing?); MAC-tweak flows not installed"
-            ));
+            self.out.skip(
+                format!("bridge {bridge}"),
+                "MAC address unknown (device missing?); MAC-tweak flows not installed",
+            );
             return;
         };
         for localnet in &wiring.localnet_ports {
             for family in ["ip", "ipv6"] {
-                self.out.flows.insert(PortFlowSpec {
+                self.out.system.flows.insert(PortFlowSpec {
                     bridge: bridge.clone(),
                     in_port: format!("patch-{localnet}-to-br-int"),
                     cookie: FLOW_COOKIE,

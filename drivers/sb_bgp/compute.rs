@@ -147,6 +147,7 @@ impl<'a> Ctx<'a> {
                     physnet: physnet.clone(),
                     bridge: bridge.clone(),
                     vlan: valid_vlan(localnet.tag),
+                    evpn: None,
                 })
             })
     }
@@ -240,6 +241,7 @@ impl<'a> Ctx<'a> {
                 provider: Some(provider.clone()),
                 lladdr: None,
                 ndp_proxy: ndp_proxy.clone(),
+                via: None,
             });
         }
     }
@@ -270,6 +272,7 @@ impl<'a> Ctx<'a> {
                         provider: Some(provider.clone()),
                         lladdr: None,
                         ndp_proxy: BTreeSet::new(),
+                        via: None,
                     });
                 }
             }
@@ -311,6 +314,7 @@ impl<'a> Ctx<'a> {
                 provider: Some(provider.clone()),
                 lladdr: Some(addresses.mac),
                 ndp_proxy,
+                via: None,
             });
         }
         let mut router_datapaths = BTreeSet::from([crlrp.datapath.clone()]);
@@ -366,12 +370,23 @@ impl<'a> Ctx<'a> {
                 if !self.tenant.allows_ip(router_ip.addr()) {
                     continue;
                 }
-                if let Some(peer) = peer
-                    && !self.tenant.allows_scope(peer, router_ip.addr())
-                {
-                    continue;
+                match peer {
+                    Some(peer) if !self.tenant.allows_scope(peer, router_ip.addr()) => continue,
+                    // The address scope is on the peer row: without it the subnet's scope is
+                    // unknown, and with address scopes configured that is a refusal.
+                    None if self.tenant.address_scopes.is_some() => {
+                        self.skip(
+                            lrp,
+                            format!(
+                                "tenant subnet {router_ip}: address scopes are configured and \
+                                 the peer port {peer_name:?} (where the scope is) is missing"
+                            ),
+                        );
+                        continue;
+                    }
+                    _ => {}
                 }
-                self.out.subnets.insert(ExposedSubnet {
+                self.out.global_mut().subnets.insert(ExposedSubnet {
                     router_ip,
                     via,
                     provider: provider.clone(),
@@ -430,6 +445,7 @@ impl<'a> Ctx<'a> {
                     provider: None,
                     lladdr: None,
                     ndp_proxy: BTreeSet::new(),
+                    via: None,
                 });
             }
         }
@@ -479,6 +495,7 @@ impl<'a> Ctx<'a> {
                     provider: Some(provider.clone()),
                     lladdr: None,
                     ndp_proxy: BTreeSet::new(),
+                    via: None,
                 });
             }
         }

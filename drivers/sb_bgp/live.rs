@@ -382,15 +382,28 @@ impl Driver for SbBgpDriver {
         if self.drain()? == ChangeScope::Full {
             scope = ChangeScope::Full;
         }
+        Ok(scope)
+    }
+
+    async fn settle(&mut self) -> Result<(), PluginError> {
         // Not fatal: the client re-sends its conditions after a reconnect, and the next change
         // retries this one.
         if let Err(e) = self.update_condition().await {
             warn!("{e}");
         }
-        Ok(scope)
+        Ok(())
     }
 
     fn desired_exposures(&self) -> Result<ExposureSet, PluginError> {
-        Ok(compute(&self.feed.model, &self.local, &self.tenant))
+        let mut set = compute(&self.feed.model, &self.local, &self.tenant);
+        // Upstream's base configuration redistributes kernel routes with the subnet method,
+        // whatever the driver (A2).
+        if self.config.default.advertisement_method_tenant_networks
+            == crate::config::TenantAdvertisement::Subnet
+        {
+            set.needs
+                .insert(crate::exposure::RealisationNeed::RedistributeKernel);
+        }
+        Ok(set)
     }
 }

@@ -18,6 +18,7 @@ inventory::submit! {
         name: "ovn_bgp_driver",
         description: "SB DB driver: VM, FIP, router gateway, tenant subnet and LB VIP IPs of this chassis",
         supported_backends: &["underlay"],
+        own_backend: None,
         factory: |ctx: &PluginContext| Ok(Box::new(live::SbBgpDriver::new(ctx))),
     }
 }

@@ -8,6 +8,7 @@ inventory::submit! {
         name: "ovn_stretched_l2_bgp_driver",
         description: "SB DB driver: tenant subnets of every router routed via their gateway port (stretched L2)",
         supported_backends: &["underlay"],
+        own_backend: None,
         factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "ovn_stretched_l2_bgp_driver" })),
     }
 }

@@ -35,6 +35,7 @@ pub struct AgentConfig {
     pub frr: FrrSection,
     pub ovs: OvsSection,
     pub linux: LinuxSection,
+    pub policy: PolicySection,
 }
 
 /// `[DEFAULT]`.
@@ -239,6 +240,26 @@ impl Default for LinuxSection {
             nic_device_kind: "dummy".to_owned(),
             rule_priority: 32000,
             netns: None,
+        }
+    }
+}
+
+/// `[policy]` (new): what the policy stage refuses to expose, whatever a database says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PolicySection {
+    /// IPv4 routes and subnets shorter than this are refused (a tenant `0.0.0.0/1` would
+    /// otherwise hijack half the fabric's routing).
+    pub min_prefix_length_ipv4: u8,
+    /// The same for IPv6.
+    pub min_prefix_length_ipv6: u8,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        Self {
+            min_prefix_length_ipv4: 8,
+            min_prefix_length_ipv6: 32,
         }
     }
 }

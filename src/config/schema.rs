@@ -411,6 +411,19 @@ pub static OPTIONS: &[OptSpec] = &[
         OptType::Netns,
         "Network namespace the agent configures; unset: its own.",
     ))),
+    // [policy] (new)
+    new(opt(
+        "policy",
+        "min_prefix_length_ipv4",
+        OptType::Int { min: 0, max: 32 },
+        "IPv4 routes and subnets shorter than this are never exposed.",
+    )),
+    new(opt(
+        "policy",
+        "min_prefix_length_ipv6",
+        OptType::Int { min: 0, max: 128 },
+        "IPv6 routes and subnets shorter than this are never exposed.",
+    )),
 ];
 
 /// Options other oslo libraries register in the same file: accepted and recorded, no effect

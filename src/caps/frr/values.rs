@@ -247,7 +247,8 @@ impl fmt::Display for ExtCommunityValue {
 }
 
 /// BGP route distinguisher (`rd` under `address-family l2vpn evpn`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct RouteDistinguisher(pub ExtCommunityValue);
 
 impl RouteDistinguisher {
@@ -292,7 +293,8 @@ impl fmt::Display for RouteDistinguisher {
 }
 
 /// BGP route target (`route-target import|export`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct RouteTarget(pub ExtCommunityValue);
 
 impl FromStr for RouteTarget {
@@ -309,6 +311,25 @@ impl fmt::Display for RouteTarget {
         self.0.fmt(f)
     }
 }
+
+// Serialised as their FRR text form (snapshots, replay cases).
+macro_rules! text_serde {
+    ($t:ty) => {
+        impl TryFrom<String> for $t {
+            type Error = FrrValueError;
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
+            }
+        }
+        impl From<$t> for String {
+            fn from(v: $t) -> String {
+                v.to_string()
+            }
+        }
+    };
+}
+text_serde!(RouteDistinguisher);
+text_serde!(RouteTarget);
 
 /// Route source redistributed into a BGP address family. The derived order is alphabetical, so
 /// a `BTreeSet<Redistribute>` renders in a stable order (upstream iterates a Python set).

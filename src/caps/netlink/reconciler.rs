@@ -278,6 +278,22 @@ impl NetlinkReconciler {
         self.forget_session_if_closed(&r);
         r.map(|()| report)
     }
+
+    /// Every address configured in the target namespace (both families), for the policy
+    /// stage's "never expose what covers the host's own addresses".
+    pub async fn host_addresses(&self) -> Result<Vec<ipnet::IpNet>, NetlinkError> {
+        let s = self.session().await?;
+        let mut out = Vec::new();
+        for (family, what) in [
+            (AddressFamily::Inet, "ipv4 addresses"),
+            (AddressFamily::Inet6, "ipv6 addresses"),
+        ] {
+            let r = s.conn.dump(what, addresses::dump_request(family)).await;
+            self.forget_session_if_closed(&r);
+            out.extend(r?.iter().filter_map(addresses::parse).map(|a| a.addr));
+        }
+        Ok(out)
+    }
 }
 
 async fn dump_links(conn: &NetlinkConn) -> Result<LinkTable, NetlinkError> {
