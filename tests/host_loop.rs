@@ -270,8 +270,7 @@ async fn refused_exposures_never_reach_the_backend_and_are_reported_with_their_r
     assert_eq!(h.entered.recv().await, Some(1));
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
-    let seen = h.seen.lock().unwrap();
-    let first = &seen[0];
+    let first = h.seen.lock().unwrap()[0].clone();
     let ips: Vec<String> = first.global().ips.keys().map(ToString::to_string).collect();
     assert_eq!(ips, vec!["172.24.4.10"]);
     let rows: Vec<(&str, &str)> = first
