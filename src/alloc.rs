@@ -15,6 +15,9 @@
 //! on `dealloc`/`realloc`, so no bookkeeping is needed; a `realloc` that crosses [`HUGE`]
 //! moves the block between the two.
 
+// Unsafe code allowed in this file only: a global allocator is unsafe by definition (GlobalAlloc, mmap/mremap).
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, Ordering};
 

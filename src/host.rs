@@ -193,7 +193,7 @@ impl Agent {
     /// Log a skipped row or exposure once when it appears, not at every reconcile.
     fn report_skipped(&mut self, skipped: Vec<SkippedRow>) {
         for s in skipped.iter().filter(|s| !self.last_skipped.contains(s)) {
-            warn!(table = %s.table, row = %s.row, "skipped: {}", s.reason);
+            warn!(table = %s.table, row = %s.row, "row skipped: {}", s.reason);
         }
         self.last_skipped = skipped;
     }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ovn_bgp_agent::caps::netlink::NetlinkReconciler;
 use ovn_bgp_agent::caps::{CapError, Capabilities, SystemReconciler};
 use ovn_bgp_agent::config::AgentConfig;
 use ovn_bgp_agent::exposure::{ExposedIp, ExposureKind, ExposureSet, POLICY};
@@ -143,12 +142,7 @@ fn harness(settle_time: Duration, hang_after: Option<usize>) -> Harness {
         hang_after,
         entered: entered_tx,
     });
-    let caps = Capabilities {
-        reconciler: reconciler.clone(),
-        netlink: Arc::new(NetlinkReconciler::from_config(&config.linux)),
-        ovs_flows: None,
-        frr: None,
-    };
+    let caps = Capabilities::new_test(&config, reconciler.clone());
     let ctx = PluginContext { config, caps };
     let (driver_events, events) = mpsc::unbounded_channel();
     let (backend_changes, changes) = mpsc::unbounded_channel();

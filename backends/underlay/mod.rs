@@ -18,8 +18,8 @@ use tracing::{debug, warn};
 use crate::caps::frr::base::leak_vrf_from_config;
 use crate::caps::frr::templates::{FrrSnippet, NicRedistribute};
 use crate::caps::frr::values::Redistribute;
-use crate::caps::frr::vtysh::{Vtysh, VtyshOptions};
-use crate::caps::ovs::tools::{OvsOptions, OvsTools};
+use crate::caps::frr::vtysh::Vtysh;
+use crate::caps::ovs::tools::OvsTools;
 use crate::caps::rt_tables::RtTables;
 use crate::config::DefaultSection;
 use crate::exposure::{ExposureSet, RealisationNeed};
@@ -61,8 +61,8 @@ impl UnderlayBackend {
             settings: UnderlaySettings::from_config(config).map_err(failed)?,
             default: config.default.clone(),
             rt_tables: RtTables::from_config(config),
-            ovs: OvsTools::new(OvsOptions::from_config(&config.ovs)),
-            vtysh: Vtysh::new(VtyshOptions::from_config(&config.frr)),
+            ovs: ctx.caps.ovs_tools.clone(),
+            vtysh: ctx.caps.vtysh.clone(),
             facts: Facts::default(),
             known_bridges: BTreeSet::new(),
             macs_read_at: None,

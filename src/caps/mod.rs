@@ -83,6 +83,10 @@ pub struct Capabilities {
     pub ovs_flows: Option<Arc<ovs::reconciler::OvsFlows>>,
     /// The FRR capability, when wired: the host runs its restart watch.
     pub frr: Option<Arc<frr::configurator::VtyshConfigurator>>,
+    /// The one vtysh runner (`[frr]`): plugins query FRR through it (router id, `show … json`).
+    pub vtysh: frr::vtysh::Vtysh,
+    /// The one OVS tool runner (`[ovs]`): plugins read OVS through it (bridge MACs, ofports).
+    pub ovs_tools: ovs::tools::OvsTools,
 }
 
 impl Capabilities {
@@ -100,6 +104,20 @@ impl Capabilities {
             netlink,
             ovs_flows: None,
             frr: None,
+            vtysh: frr::vtysh::Vtysh::new(frr::VtyshOptions::from_config(&config.frr)),
+            ovs_tools: ovs::tools::OvsTools::new(ovs::tools::OvsOptions::from_config(&config.ovs)),
+        }
+    }
+
+    /// Capabilities for tests: `reconciler` applies everything (a fake, usually); the other
+    /// handles are built from `config` and opened only if used.
+    pub fn new_test(
+        config: &crate::config::AgentConfig,
+        reconciler: Arc<dyn SystemReconciler>,
+    ) -> Self {
+        Self {
+            reconciler,
+            ..Self::new(config)
         }
     }
 
@@ -119,6 +137,8 @@ impl Capabilities {
         Self {
             reconciler: Arc::new(composite),
             netlink,
+            vtysh: frr.vtysh().clone(),
+            ovs_tools: ovs_flows.tools().clone(),
             ovs_flows: Some(ovs_flows),
             frr: Some(frr),
         }
@@ -139,6 +159,8 @@ impl Capabilities {
             netlink: self.netlink,
             ovs_flows: self.ovs_flows,
             frr: self.frr,
+            vtysh: self.vtysh,
+            ovs_tools: self.ovs_tools,
         }
     }
 }

@@ -5,6 +5,9 @@
 //! wrapper script's `sleep`, a pager), not just the direct child: a hung tool must never hold the
 //! agent's reconcile loop.
 
+// Unsafe code allowed in this file only: `pre_exec` to put the child in its own process group.
+#![allow(unsafe_code)]
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};

@@ -4,6 +4,9 @@
 //! datagram) and the kernel acknowledges each message in order, so thousands of changes cost a
 //! handful of system calls. Several batches are kept in flight at once.
 
+// Unsafe code allowed in this file only: setsockopt on the netlink socket and adopting its raw fd.
+#![allow(unsafe_code)]
+
 use futures::StreamExt;
 use futures::stream;
 use rtnetlink::packet_core::{

@@ -9,6 +9,9 @@
 //! without allocating. Any malformed input is an error naming the byte offset; nothing is
 //! half-applied because the caller only applies a fully decoded message.
 
+// Unsafe code allowed in this file only: one `from_utf8_unchecked` on bytes the scanner already validated.
+#![allow(unsafe_code)]
+
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
