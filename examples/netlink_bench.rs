@@ -6,6 +6,9 @@
 //! deletes it at the end. With `--kernel-reference` it also times `ip -batch` adding the same
 //! objects in another fresh namespace: what the kernel itself needs, one request at a time.
 
+// Unsafe code allowed in this benchmark: getrusage for the CPU split of the benchmark.
+#![allow(unsafe_code)]
+
 use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::{Duration, Instant};

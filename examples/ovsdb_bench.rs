@@ -5,6 +5,9 @@
 //! `BENCH_SAVE_REPLY=FILE` saves the monitor reply; `ovsdb_bench --replay FILE [RUNS]` then
 //! runs only the decode pipeline on it, printing each run (for profiling).
 
+// Unsafe code allowed in this benchmark: a counting global allocator and getrusage, for the benchmark figures.
+#![allow(unsafe_code)]
+
 #[path = "../tests/ovsdb_support/mod.rs"]
 mod ovsdb_support;
 

@@ -334,7 +334,7 @@ mod production_path {
     use std::time::{Duration, Instant};
 
     /// Every check the in-VM half prints as `PASS: <check>`; the host half requires all of them.
-    pub const CHECKS: &[&str] = &[
+    pub(crate) const CHECKS: &[&str] = &[
         "OVS bridges on the kernel datapath ovs-system, br-ex an openvswitch netdev",
         "the chassis FRR has no stand-in route-map before the agent",
         "the ToR learned the provider VM, gateway, FIP and tenant VM (IPv4 and IPv6)",
@@ -503,7 +503,7 @@ mod production_path {
         }
     }
 
-    pub fn run_inside_the_vm() {
+    pub(crate) fn run_inside_the_vm() {
         assert_eq!(
             std::env::var("OVN_BGP_AGENT_TEST_KERNEL").as_deref(),
             Ok("full"),

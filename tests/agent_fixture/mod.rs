@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub struct Agent {
+pub(crate) struct Agent {
     child: Option<Child>,
     log: PathBuf,
     config: PathBuf,
@@ -18,7 +18,7 @@ pub struct Agent {
 impl Agent {
     /// Start the agent with the lab's configuration and `overrides` (INI text, e.g.
     /// `[DEFAULT]\nreconcile_interval = 5\n`) layered on top.
-    pub fn start(lab_dir: &Path, overrides: &str) -> Agent {
+    pub(crate) fn start(lab_dir: &Path, overrides: &str) -> Agent {
         let overrides_path = lab_dir.join("agent-test-overrides.conf");
         std::fs::write(&overrides_path, overrides).expect("write agent overrides");
         let mut agent = Agent {
@@ -48,7 +48,7 @@ impl Agent {
     }
 
     /// SIGTERM, then wait for a clean exit; returns how long the agent took to stop.
-    pub fn stop(&mut self) -> Duration {
+    pub(crate) fn stop(&mut self) -> Duration {
         let Some(mut child) = self.child.take() else {
             return Duration::ZERO;
         };
@@ -80,13 +80,13 @@ impl Agent {
     }
 
     /// Start again after [`Agent::stop`], appending to the same log.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.stop();
         self.spawn();
     }
 
     /// Panics with the log tail if the agent process has exited.
-    pub fn assert_running(&mut self) {
+    pub(crate) fn assert_running(&mut self) {
         if let Some(child) = &mut self.child
             && let Ok(Some(status)) = child.try_wait()
         {
@@ -94,11 +94,11 @@ impl Agent {
         }
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let log = self.log();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")

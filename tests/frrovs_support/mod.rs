@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A short unique tag for this test: `fot<pid%10000><n>` (≤ 9 characters).
-pub fn unique_tag() -> String {
+pub(crate) fn unique_tag() -> String {
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     format!("fot{}{}", std::process::id() % 10000, n)
 }
 
 /// Fails the test with a clear message when a required tool is missing.
-pub fn require(paths: &[&str]) {
+pub(crate) fn require(paths: &[&str]) {
     for p in paths {
         assert!(
             Path::new(p).exists(),
@@ -28,13 +28,16 @@ pub fn require(paths: &[&str]) {
     }
     assert!(
         // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() } == 0,
+        {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+        },
         "these tests need root (network namespaces, FRR and OVS daemons)"
     );
 }
 
 /// Runs a command, panicking with its output on failure.
-pub fn run(program: &str, args: &[&str]) -> String {
+pub(crate) fn run(program: &str, args: &[&str]) -> String {
     let out = Command::new(program)
         .args(args)
         .output()
@@ -49,7 +52,7 @@ pub fn run(program: &str, args: &[&str]) -> String {
 }
 
 /// Polls `f` until it returns `Some` or the deadline passes.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -61,19 +64,19 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
 }
 
 /// A network namespace deleted on drop.
-pub struct Netns {
+pub(crate) struct Netns {
     pub name: String,
 }
 
 impl Netns {
-    pub fn new(name: String) -> Self {
+    pub(crate) fn new(name: String) -> Self {
         assert!(name.len() <= 15, "netns name {name} too long");
         run("ip", &["netns", "add", &name]);
         run("ip", &["-n", &name, "link", "set", "lo", "up"]);
         Self { name }
     }
 
-    pub fn ip(&self, args: &[&str]) -> String {
+    pub(crate) fn ip(&self, args: &[&str]) -> String {
         let mut full = vec!["-n", self.name.as_str()];
         full.extend_from_slice(args);
         run("ip", &full)
@@ -89,13 +92,13 @@ impl Drop for Netns {
 }
 
 /// A daemon process killed (SIGKILL, by pid) and reaped on drop.
-pub struct Daemon {
+pub(crate) struct Daemon {
     pub name: String,
     pub child: Child,
 }
 
 impl Daemon {
-    pub fn spawn(name: &str, cmd: &mut Command) -> Self {
+    pub(crate) fn spawn(name: &str, cmd: &mut Command) -> Self {
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -108,12 +111,12 @@ impl Daemon {
         }
     }
 
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
-    pub fn assert_running(&mut self) {
+    pub(crate) fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!("{} exited early: {status}", self.name);
         }
@@ -129,7 +132,7 @@ impl Drop for Daemon {
 /// Writes an executable script. The write happens in a child process: a file this (heavily
 /// multi-threaded) test process held open for writing could leak into a sibling test's fork and
 /// make exec fail with ETXTBSY.
-pub fn write_executable(path: &Path, content: &str) {
+pub(crate) fn write_executable(path: &Path, content: &str) {
     use std::io::Write;
     let mut child = Command::new("/bin/sh")
         .arg("-c")
@@ -152,7 +155,7 @@ pub fn write_executable(path: &Path, content: &str) {
 }
 
 /// A temporary directory readable by other users (FRR drops to user `frr`).
-pub fn shared_tempdir() -> tempfile::TempDir {
+pub(crate) fn shared_tempdir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new().prefix("fot-").tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -162,13 +165,13 @@ pub fn shared_tempdir() -> tempfile::TempDir {
 // ---------------------------------------------------------------------------------------------
 // FRR
 
-pub const ZEBRA: &str = "/usr/lib/frr/zebra";
-pub const BGPD: &str = "/usr/lib/frr/bgpd";
-pub const VTYSH: &str = "/usr/bin/vtysh";
+pub(crate) const ZEBRA: &str = "/usr/lib/frr/zebra";
+pub(crate) const BGPD: &str = "/usr/lib/frr/bgpd";
+pub(crate) const VTYSH: &str = "/usr/bin/vtysh";
 
 /// zebra + bgpd with their own config, pid files, zserv socket and vty socket directory, running
 /// inside a network namespace.
-pub struct FrrNode {
+pub(crate) struct FrrNode {
     pub netns_name: String,
     pub dir: PathBuf,
     daemons: Vec<Daemon>,
@@ -176,7 +179,7 @@ pub struct FrrNode {
 
 impl FrrNode {
     /// `dir` must exist; it is made owned by `frr` and holds everything of this instance.
-    pub fn start(netns: &Netns, dir: PathBuf, config: &str) -> Self {
+    pub(crate) fn start(netns: &Netns, dir: PathBuf, config: &str) -> Self {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("frr.conf"), config).unwrap();
         run("chown", &["-R", "frr:frr", dir.to_str().unwrap()]);
@@ -221,7 +224,7 @@ impl FrrNode {
     }
 
     /// SIGKILL both daemons (FRR "crash") without restarting them.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         for d in &mut self.daemons {
             d.kill();
         }
@@ -229,24 +232,24 @@ impl FrrNode {
     }
 
     /// Kill and start again from the original config file (the agent's config is gone).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         self.spawn_daemons();
     }
 
-    pub fn vtysh_cmd(&self, command: &str) -> String {
+    pub(crate) fn vtysh_cmd(&self, command: &str) -> String {
         run(
             VTYSH,
             &["--vty_socket", self.dir.to_str().unwrap(), "-c", command],
         )
     }
 
-    pub fn running_config(&self) -> String {
+    pub(crate) fn running_config(&self) -> String {
         self.vtysh_cmd("show running-config")
     }
 
     /// `show running-config`, or `None` while vtysh cannot get it (for polling).
-    pub fn try_running_config(&self) -> Option<String> {
+    pub(crate) fn try_running_config(&self) -> Option<String> {
         let out = Command::new(VTYSH)
             .args([
                 "--vty_socket",
@@ -265,16 +268,16 @@ impl FrrNode {
 // ---------------------------------------------------------------------------------------------
 // OVS
 
-pub const OVSDB_SERVER: &str = "/usr/sbin/ovsdb-server";
-pub const OVS_VSWITCHD: &str = "/usr/sbin/ovs-vswitchd";
-pub const OVS_VSCTL: &str = "/usr/bin/ovs-vsctl";
-pub const OVS_OFCTL: &str = "/usr/bin/ovs-ofctl";
-pub const OVSDB_TOOL: &str = "/usr/bin/ovsdb-tool";
-pub const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+pub(crate) const OVSDB_SERVER: &str = "/usr/sbin/ovsdb-server";
+pub(crate) const OVS_VSWITCHD: &str = "/usr/sbin/ovs-vswitchd";
+pub(crate) const OVS_VSCTL: &str = "/usr/bin/ovs-vsctl";
+pub(crate) const OVS_OFCTL: &str = "/usr/bin/ovs-ofctl";
+pub(crate) const OVSDB_TOOL: &str = "/usr/bin/ovsdb-tool";
+pub(crate) const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
 /// ovsdb-server + ovs-vswitchd (userspace datapath) with all state in a temp dir; vswitchd runs
 /// in its own network namespace so its bridges' tap devices never appear on the host.
-pub struct OvsNode {
+pub(crate) struct OvsNode {
     // Drop order = declaration order: daemons first, then their netns, then their files.
     vswitchd: Option<Daemon>,
     ovsdb: Daemon,
@@ -283,7 +286,7 @@ pub struct OvsNode {
 }
 
 impl OvsNode {
-    pub fn start(tag: &str) -> Self {
+    pub(crate) fn start(tag: &str) -> Self {
         require(&[
             OVSDB_SERVER,
             OVS_VSWITCHD,
@@ -332,11 +335,11 @@ impl OvsNode {
         }
     }
 
-    pub fn rundir(&self) -> &Path {
+    pub(crate) fn rundir(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn start_vswitchd(&mut self) {
+    pub(crate) fn start_vswitchd(&mut self) {
         let p = |f: &str| self.dir.path().join(f).to_str().unwrap().to_owned();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.netns.name, OVS_VSWITCHD])
@@ -355,7 +358,7 @@ impl OvsNode {
         );
     }
 
-    pub fn kill_vswitchd(&mut self) {
+    pub(crate) fn kill_vswitchd(&mut self) {
         if let Some(mut d) = self.vswitchd.take() {
             d.kill();
         }
@@ -369,7 +372,7 @@ impl OvsNode {
             .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
     }
 
-    pub fn vsctl(&self, args: &[&str]) -> String {
+    pub(crate) fn vsctl(&self, args: &[&str]) -> String {
         let mut full = vec!["--timeout=10"];
         full.extend_from_slice(args);
         let out = self.tool(OVS_VSCTL, &full);
@@ -381,7 +384,7 @@ impl OvsNode {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
-    pub fn ofctl(&self, args: &[&str]) -> String {
+    pub(crate) fn ofctl(&self, args: &[&str]) -> String {
         let out = self.tool(OVS_OFCTL, args);
         assert!(
             out.status.success(),
@@ -392,13 +395,13 @@ impl OvsNode {
     }
 
     /// Flow lines of `dump-flows <br> <filter>` without stats, trimmed and sorted.
-    pub fn flows(&self, bridge: &str, filter: &str) -> Vec<String> {
+    pub(crate) fn flows(&self, bridge: &str, filter: &str) -> Vec<String> {
         self.try_flows(bridge, filter)
             .unwrap_or_else(|e| panic!("dump-flows {bridge}: {e}"))
     }
 
     /// As [`Self::flows`], but an unreachable switch is an `Err` (for polling during restarts).
-    pub fn try_flows(&self, bridge: &str, filter: &str) -> Result<Vec<String>, String> {
+    pub(crate) fn try_flows(&self, bridge: &str, filter: &str) -> Result<Vec<String>, String> {
         let mut args = vec!["--no-stats", "--no-names", "dump-flows", bridge];
         if !filter.is_empty() {
             args.push(filter);
@@ -419,7 +422,7 @@ impl OvsNode {
 
     /// br-ex and br-int (netdev datapath) joined by the patch pair
     /// `patch-provnet-x-to-br-int` / `patch-br-int-to-provnet-x`.
-    pub fn provider_bridges(&self) {
+    pub(crate) fn provider_bridges(&self) {
         self.vsctl(&[
             "add-br",
             "br-ex",
@@ -460,11 +463,11 @@ impl OvsNode {
         ]);
     }
 
-    pub fn ofport(&self, iface: &str) -> String {
+    pub(crate) fn ofport(&self, iface: &str) -> String {
         self.vsctl(&["get", "interface", iface, "ofport"])
     }
 
-    pub fn mac_in_use(&self, iface: &str) -> String {
+    pub(crate) fn mac_in_use(&self, iface: &str) -> String {
         self.vsctl(&["get", "interface", iface, "mac_in_use"])
             .trim_matches('"')
             .to_owned()

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// How long a single wait for the lab to converge may take.
-pub const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The TCP ports (on 127.0.0.1) test labs may use for NB/SB, two per lab.
 const TEST_TCP_PORTS: std::ops::RangeInclusive<u16> = 16650..=16659;
@@ -28,7 +28,7 @@ const MAX_LABS_PER_PROCESS: u32 = 26;
 static LAB_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// Fails the test with a clear message unless it runs as root.
-pub fn require_root() {
+pub(crate) fn require_root() {
     let uid = run_ok(Command::new("id").arg("-u"));
     assert_eq!(
         uid.trim(),
@@ -38,7 +38,7 @@ pub fn require_root() {
 }
 
 /// One running lab. Dropping it runs `down.sh`.
-pub struct Lab {
+pub(crate) struct Lab {
     dir: PathBuf,
     ns_prefix: String,
     nb_tcp_port: u16,
@@ -54,13 +54,13 @@ pub struct Lab {
 impl Lab {
     /// Runs `scripts/lab/up.sh` for a fresh lab and returns once it reported success.
     /// Panics (after tearing down whatever was started) with up.sh's output if it fails.
-    pub fn start() -> Lab {
+    pub(crate) fn start() -> Lab {
         Lab::start_with_env(&[])
     }
 
     /// [`Lab::start`] with extra environment for up.sh, e.g.
     /// `[("LAB_SB_CLUSTER", "3"), ("LAB_SB_CLUSTER_PORT_BASE", "16720")]`.
-    pub fn start_with_env(up_env: &[(&str, &str)]) -> Lab {
+    pub(crate) fn start_with_env(up_env: &[(&str, &str)]) -> Lab {
         let n = LAB_COUNTER.fetch_add(1, Ordering::SeqCst);
         assert!(
             n < MAX_LABS_PER_PROCESS,
@@ -86,7 +86,7 @@ impl Lab {
     }
 
     /// Runs `up.sh` again on this lab (it tears the running lab down first, then starts anew).
-    pub fn rerun_up(&mut self) {
+    pub(crate) fn rerun_up(&mut self) {
         self.run_up();
     }
 
@@ -115,47 +115,47 @@ impl Lab {
     }
 
     /// Output of `scripts/lab/status.sh`, which must succeed.
-    pub fn status(&self) -> String {
+    pub(crate) fn status(&self) -> String {
         run_ok(&mut self.script("status.sh"))
     }
 
     /// `scripts/lab/restart.sh ARGS…` (e.g. `["--kill", "frr-chassis"]`), which must succeed;
     /// returns its stdout (`sb-leader` prints the member it stopped, e.g. `sb-2`).
-    pub fn restart(&self, args: &[&str]) -> String {
+    pub(crate) fn restart(&self, args: &[&str]) -> String {
         run_ok(self.script("restart.sh").args(args))
     }
 
     /// How long `up.sh` took.
-    pub fn up_duration(&self) -> Duration {
+    pub(crate) fn up_duration(&self) -> Duration {
         self.up_duration
     }
 
     /// What up.sh printed (step log and summary).
-    pub fn up_output(&self) -> &str {
+    pub(crate) fn up_output(&self) -> &str {
         &self.up_output
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// A value from `$LAB_DIR/lab.env` (sockets, netns names, topology ids, addresses).
-    pub fn env(&self, key: &str) -> &str {
+    pub(crate) fn env(&self, key: &str) -> &str {
         self.env
             .get(key)
             .unwrap_or_else(|| panic!("lab.env of {} has no {key}", self.dir.display()))
     }
 
-    pub fn ns_chassis(&self) -> &str {
+    pub(crate) fn ns_chassis(&self) -> &str {
         self.env("NS_CHASSIS")
     }
 
-    pub fn ns_tor(&self) -> &str {
+    pub(crate) fn ns_tor(&self) -> &str {
         self.env("NS_TOR")
     }
 
     /// `ip -n <chassis netns> ARGS…`, which must succeed.
-    pub fn ip_chassis(&self, args: &[&str]) -> String {
+    pub(crate) fn ip_chassis(&self, args: &[&str]) -> String {
         run_ok(
             Command::new("ip")
                 .arg("-n")
@@ -165,17 +165,17 @@ impl Lab {
     }
 
     /// `vtysh -c CMD` against the ToR's FRR.
-    pub fn vtysh_tor(&self, cmd: &str) -> String {
+    pub(crate) fn vtysh_tor(&self, cmd: &str) -> String {
         self.vtysh("VTY_TOR", "FRR_TOR_DIR", &["-c", cmd])
     }
 
     /// `vtysh -c CMD` against the chassis' FRR.
-    pub fn vtysh_chassis(&self, cmd: &str) -> String {
+    pub(crate) fn vtysh_chassis(&self, cmd: &str) -> String {
         self.vtysh("VTY_CHASSIS", "FRR_CHASSIS_DIR", &["-c", cmd])
     }
 
     /// Applies a configuration file to the chassis' FRR the way the agent does (`vtysh -f`).
-    pub fn vtysh_chassis_apply(&self, file: &Path) -> String {
+    pub(crate) fn vtysh_chassis_apply(&self, file: &Path) -> String {
         self.vtysh(
             "VTY_CHASSIS",
             "FRR_CHASSIS_DIR",
@@ -185,7 +185,7 @@ impl Lab {
 
     /// A JSON `show` command against the ToR.
     /// Every prefix the ToR learned (IPv4 and IPv6 unicast), sorted.
-    pub fn tor_prefixes(&self) -> Vec<String> {
+    pub(crate) fn tor_prefixes(&self) -> Vec<String> {
         let mut out = Vec::new();
         for cmd in ["show ip bgp json", "show bgp ipv6 unicast json"] {
             if let Some(routes) = self.tor_json(cmd)["routes"].as_object() {
@@ -197,7 +197,7 @@ impl Lab {
     }
 
     /// BGP UPDATE messages the ToR received from the chassis so far.
-    pub fn updates_received_from_chassis(&self) -> u64 {
+    pub(crate) fn updates_received_from_chassis(&self) -> u64 {
         let chassis_ip = self.env("CHASSIS_IP4").to_owned();
         let v = self.tor_json(&format!("show bgp neighbors {chassis_ip} json"));
         v[&chassis_ip]["messageStats"]["updatesRecv"]
@@ -206,7 +206,7 @@ impl Lab {
     }
 
     /// The routing table the agent allocated for br-ex in the lab's rt_tables file.
-    pub fn br_ex_table(&self) -> String {
+    pub(crate) fn br_ex_table(&self) -> String {
         let path = self.env("RT_TABLES");
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
         text.lines()
@@ -220,7 +220,7 @@ impl Lab {
     }
 
     /// `ovs-vsctl` against the lab's OVS database; must succeed.
-    pub fn vsctl(&self, args: &[&str]) -> String {
+    pub(crate) fn vsctl(&self, args: &[&str]) -> String {
         run_ok(
             Command::new("ovs-vsctl")
                 .arg(format!("--db=unix:{}", self.env("OVS_SOCK")))
@@ -230,7 +230,7 @@ impl Lab {
     }
 
     /// `ovs-ofctl` with the lab's OVS run directory; must succeed.
-    pub fn ovs_ofctl(&self, args: &[&str]) -> String {
+    pub(crate) fn ovs_ofctl(&self, args: &[&str]) -> String {
         run_ok(
             Command::new("ovs-ofctl")
                 .env("OVS_RUNDIR", self.env("OVS_RUNDIR"))
@@ -239,7 +239,7 @@ impl Lab {
     }
 
     /// `ovn-nbctl` against the lab's Northbound; must succeed.
-    pub fn nbctl(&self, args: &[&str]) -> String {
+    pub(crate) fn nbctl(&self, args: &[&str]) -> String {
         run_ok(
             Command::new("ovn-nbctl")
                 .arg(format!("--db=unix:{}", self.env("NB_SOCK")))
@@ -247,7 +247,7 @@ impl Lab {
         )
     }
 
-    pub fn tor_json(&self, cmd: &str) -> Value {
+    pub(crate) fn tor_json(&self, cmd: &str) -> Value {
         let text = self.vtysh_tor(cmd);
         serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("ToR `{cmd}` did not return JSON ({e}):\n{text}"))
@@ -265,7 +265,7 @@ impl Lab {
     }
 
     /// `ovn-sbctl --format=json --columns=COLUMNS list TABLE` as one map per row.
-    pub fn sb_rows(&self, table: &str, columns: &[&str]) -> Vec<HashMap<String, Value>> {
+    pub(crate) fn sb_rows(&self, table: &str, columns: &[&str]) -> Vec<HashMap<String, Value>> {
         let text = run_ok(
             Command::new("ovn-sbctl")
                 .arg(format!("--db=unix:{}", self.env("SB_SOCK")))
@@ -294,7 +294,7 @@ impl Lab {
     }
 
     /// The lab's daemons: (pid file relative to LAB_DIR, pid) for every pid file up.sh left.
-    pub fn daemon_pids(&self) -> Vec<(String, u32)> {
+    pub(crate) fn daemon_pids(&self) -> Vec<(String, u32)> {
         let mut found = Vec::new();
         collect_pidfiles(&self.dir, &self.dir, &mut found);
         found.sort();
@@ -302,7 +302,7 @@ impl Lab {
     }
 
     /// Runs `scripts/lab/down.sh` and returns its output (the Drop guard then has nothing to do).
-    pub fn down(&mut self) -> Output {
+    pub(crate) fn down(&mut self) -> Output {
         self.down_done = true;
         self.script("down.sh")
             .output()
@@ -347,12 +347,12 @@ impl Drop for Lab {
 }
 
 /// True if `p` is among `prefixes` (as [`Lab::tor_prefixes`] returns them).
-pub fn has(prefixes: &[String], p: &str) -> bool {
+pub(crate) fn has(prefixes: &[String], p: &str) -> bool {
     prefixes.iter().any(|x| x == p)
 }
 
 /// Polls `probe` until it returns `Ok`, or panics after `timeout` with the last `Err` message.
-pub fn wait_for<T>(
+pub(crate) fn wait_for<T>(
     what: &str,
     timeout: Duration,
     mut probe: impl FnMut() -> Result<T, String>,
@@ -371,14 +371,14 @@ pub fn wait_for<T>(
 
 /// True if `pid` is a live process whose command line mentions `marker` (so a recycled pid of
 /// an unrelated process does not count).
-pub fn process_alive(pid: u32, marker: &str) -> bool {
+pub(crate) fn process_alive(pid: u32, marker: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
         .unwrap_or(false)
 }
 
 /// Names of the network namespaces that exist now.
-pub fn netns_names() -> Vec<String> {
+pub(crate) fn netns_names() -> Vec<String> {
     run_ok(Command::new("ip").args(["netns", "list"]))
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
@@ -386,7 +386,7 @@ pub fn netns_names() -> Vec<String> {
 }
 
 /// Runs a command that must succeed; returns its stdout.
-pub fn run_ok(cmd: &mut Command) -> String {
+pub(crate) fn run_ok(cmd: &mut Command) -> String {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot execute {cmd:?}: {e}"));

@@ -10,12 +10,12 @@ use ovn_bgp_agent::types::InterfaceName;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-pub struct TestNetns {
+pub(crate) struct TestNetns {
     pub name: String,
 }
 
 impl TestNetns {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("nlt-{}-{n}", std::process::id());
         let out = Command::new("ip")
@@ -32,12 +32,12 @@ impl TestNetns {
         ns
     }
 
-    pub fn reconciler(&self) -> NetlinkReconciler {
+    pub(crate) fn reconciler(&self) -> NetlinkReconciler {
         NetlinkReconciler::new(NetnsTarget::from_config(Some(&self.name)))
     }
 
     /// `ip -n <ns> <args>`, which must succeed; returns stdout.
-    pub fn ip(&self, args: &[&str]) -> String {
+    pub(crate) fn ip(&self, args: &[&str]) -> String {
         let out = self.ip_raw(args);
         assert!(
             out.status.success(),
@@ -49,7 +49,7 @@ impl TestNetns {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    pub fn ip_raw(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn ip_raw(&self, args: &[&str]) -> std::process::Output {
         Command::new("ip")
             .args(["-n", &self.name])
             .args(args)
@@ -58,7 +58,7 @@ impl TestNetns {
     }
 
     /// A sysctl read inside the namespace.
-    pub fn sysctl(&self, key: &str) -> String {
+    pub(crate) fn sysctl(&self, key: &str) -> String {
         let out = Command::new("ip")
             .args(["netns", "exec", &self.name, "sysctl", "-n", key])
             .output()
@@ -75,6 +75,6 @@ impl Drop for TestNetns {
     }
 }
 
-pub fn ifname(s: &str) -> InterfaceName {
+pub(crate) fn ifname(s: &str) -> InterfaceName {
     InterfaceName::new(s).expect("valid test interface name")
 }

@@ -7,24 +7,24 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub const SB_SCHEMA: &str = "/usr/share/ovn/ovn-sb.ovsschema";
-pub const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";
-pub const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+pub(crate) const SB_SCHEMA: &str = "/usr/share/ovn/ovn-sb.ovsschema";
+pub(crate) const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";
+pub(crate) const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A unique directory removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let p = PathBuf::from(format!("/tmp/ovsdbt-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).expect("create temp dir");
         TempDir(p)
     }
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -47,7 +47,7 @@ fn require(tool: &str) {
 }
 
 /// Runs a command, panicking with its stderr on failure; returns stdout.
-pub fn run(cmd: &str, args: &[&str]) -> String {
+pub(crate) fn run(cmd: &str, args: &[&str]) -> String {
     require(cmd);
     let out = Command::new(cmd)
         .args(args)
@@ -70,7 +70,7 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 }
 
 /// One `ovsdb-server` process serving one database file.
-pub struct OvsdbServer {
+pub(crate) struct OvsdbServer {
     pub dir: TempDir,
     pub db_file: PathBuf,
     pub sock: PathBuf,
@@ -84,7 +84,7 @@ pub struct OvsdbServer {
 
 impl OvsdbServer {
     /// A standalone database created from `schema`.
-    pub fn standalone(schema: &str, tag: &str) -> OvsdbServer {
+    pub(crate) fn standalone(schema: &str, tag: &str) -> OvsdbServer {
         let dir = TempDir::new(tag);
         let db_file = dir.path().join("db.db");
         run("ovsdb-tool", &["create", db_file.to_str().unwrap(), schema]);
@@ -103,7 +103,7 @@ impl OvsdbServer {
 
     /// A single-member Raft cluster (the server keeps transaction history, so
     /// `monitor_cond_since` can resume). `raft_port` must be free (test port range).
-    pub fn clustered_single(schema: &str, tag: &str, raft_port: u16) -> OvsdbServer {
+    pub(crate) fn clustered_single(schema: &str, tag: &str, raft_port: u16) -> OvsdbServer {
         let dir = TempDir::new(tag);
         let db_file = dir.path().join("db.db");
         run(
@@ -129,7 +129,12 @@ impl OvsdbServer {
     }
 
     /// A server for an existing database file (cluster members).
-    pub fn from_file(dir: TempDir, db_file: PathBuf, tcp_port: Option<u16>, tag: &str) -> Self {
+    pub(crate) fn from_file(
+        dir: TempDir,
+        db_file: PathBuf,
+        tcp_port: Option<u16>,
+        tag: &str,
+    ) -> Self {
         let mut s = OvsdbServer {
             sock: dir.path().join("db.sock"),
             db_file,
@@ -144,7 +149,7 @@ impl OvsdbServer {
     }
 
     /// A standalone database whose server also gets `extra` arguments.
-    pub fn standalone_with(schema: &str, tag: &str, extra: Vec<String>) -> OvsdbServer {
+    pub(crate) fn standalone_with(schema: &str, tag: &str, extra: Vec<String>) -> OvsdbServer {
         let dir = TempDir::new(tag);
         let db_file = dir.path().join("db.db");
         run("ovsdb-tool", &["create", db_file.to_str().unwrap(), schema]);
@@ -161,11 +166,11 @@ impl OvsdbServer {
         s
     }
 
-    pub fn unix_remote(&self) -> String {
+    pub(crate) fn unix_remote(&self) -> String {
         format!("unix:{}", self.sock.display())
     }
 
-    pub fn tcp_remote(&self) -> String {
+    pub(crate) fn tcp_remote(&self) -> String {
         format!(
             "tcp:127.0.0.1:{}",
             self.tcp_port.expect("server has no tcp port")
@@ -173,7 +178,7 @@ impl OvsdbServer {
     }
 
     /// Starts (or restarts) the server process.
-    pub fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         require("ovsdb-server");
         let _ = std::fs::remove_file(&self.sock);
         let mut args = vec![
@@ -214,19 +219,19 @@ impl OvsdbServer {
     }
 
     /// Kills the process (SIGKILL, by pid) and reaps it.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.child.is_some()
     }
 
     /// Whether the process is still alive (not exited by itself).
-    pub fn alive(&mut self) -> bool {
+    pub(crate) fn alive(&mut self) -> bool {
         match self.child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
             None => false,
@@ -234,11 +239,11 @@ impl OvsdbServer {
     }
 
     /// Runs `ovsdb-client transact` against this server.
-    pub fn transact(&self, json: &str) -> String {
+    pub(crate) fn transact(&self, json: &str) -> String {
         run("ovsdb-client", &["transact", &self.unix_remote(), json])
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 }
@@ -251,12 +256,12 @@ impl Drop for OvsdbServer {
 
 /// A test PKI made with `openssl`: a CA, a server certificate for IP 127.0.0.1 and a client
 /// certificate, all as PEM files in `dir`.
-pub struct Pki {
+pub(crate) struct Pki {
     pub dir: TempDir,
 }
 
 impl Pki {
-    pub fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         let dir = TempDir::new("pki");
         let d = dir.path().to_str().unwrap().to_owned();
         let f = |n: &str| format!("{d}/{n}");
@@ -327,19 +332,19 @@ impl Pki {
         }
         Pki { dir }
     }
-    pub fn file(&self, name: &str) -> PathBuf {
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 }
 
 /// `ovn-northd` translating one NB server into one SB server.
-pub struct Northd {
+pub(crate) struct Northd {
     child: Child,
     _dir: TempDir,
 }
 
 impl Northd {
-    pub fn start(nb: &OvsdbServer, sb: &OvsdbServer) -> Northd {
+    pub(crate) fn start(nb: &OvsdbServer, sb: &OvsdbServer) -> Northd {
         require("ovn-northd");
         let dir = TempDir::new("northd");
         let child = Command::new("ovn-northd")
@@ -370,12 +375,12 @@ impl Drop for Northd {
 
 /// A Raft cluster of `ports.len()` members; member i uses raft port `ports[i].0` and client
 /// port `ports[i].1`.
-pub struct Cluster {
+pub(crate) struct Cluster {
     pub members: Vec<OvsdbServer>,
 }
 
 impl Cluster {
-    pub fn new(schema: &str, db: &str, ports: &[(u16, u16)]) -> Cluster {
+    pub(crate) fn new(schema: &str, db: &str, ports: &[(u16, u16)]) -> Cluster {
         let mut members = Vec::new();
         let first_raft = format!("tcp:127.0.0.1:{}", ports[0].0);
         for (i, (raft, client)) in ports.iter().enumerate() {
@@ -409,7 +414,7 @@ impl Cluster {
         Cluster { members }
     }
 
-    pub fn remotes(&self) -> String {
+    pub(crate) fn remotes(&self) -> String {
         self.members
             .iter()
             .map(|m| m.tcp_remote())
@@ -418,7 +423,7 @@ impl Cluster {
     }
 
     /// Index of the current leader according to `cluster/status`, if any.
-    pub fn leader(&self, db: &str) -> Option<usize> {
+    pub(crate) fn leader(&self, db: &str) -> Option<usize> {
         self.members.iter().position(|m| {
             m.is_running()
                 && Command::new("ovs-appctl")
@@ -432,7 +437,7 @@ impl Cluster {
     }
 
     /// Waits until every member reports `Status: cluster member` and a leader exists.
-    pub fn wait_ready(&self, db: &str) -> usize {
+    pub(crate) fn wait_ready(&self, db: &str) -> usize {
         let start = Instant::now();
         loop {
             let all = self.members.iter().all(|m| {
