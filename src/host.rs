@@ -168,21 +168,40 @@ impl Agent {
         .collect()
     }
 
-    /// Re-read what the policy stage protects: the host's own addresses (those the agent did not
-    /// put there) and the OVSDB remotes. One address dump; done at start and at each periodic
-    /// reconcile, not per event.
+    /// Re-read what the policy stage protects: the host's own addresses and the OVSDB remotes.
+    /// The agent's own addresses are not the host's: those on the devices whose addresses the
+    /// backend owns (bgp-nic) and those it renders (ARP/NDP helpers), taken from the last
+    /// desired state or, before the first reconcile, from the backend's base rendering; so a
+    /// restarted agent does not mistake what its predecessor exposed for the host's addresses.
+    /// One address dump; done at start and at each periodic reconcile, not per event.
     async fn refresh_protected(&mut self) {
         let mut protected = self.remote_ips();
-        match self.ctx.caps.netlink.host_addresses().await {
-            Ok(addresses) => {
-                let ours = self.last_desired.as_ref().map(|d| &d.addresses);
-                protected.extend(
-                    addresses
-                        .into_iter()
-                        .filter(|a| !ours.is_some_and(|o| o.iter().any(|s| s.addr == *a)))
-                        .map(|a| a.addr()),
-                );
+        let base;
+        let ours = match &self.last_desired {
+            Some(desired) => desired,
+            None => {
+                base = self
+                    .backend
+                    .desired_system(&ExposureSet::default())
+                    .map(|r| r.system)
+                    .unwrap_or_default();
+                &base
             }
+        };
+        match self.ctx.caps.netlink.host_addresses().await {
+            Ok(addresses) => protected.extend(
+                addresses
+                    .into_iter()
+                    .filter(|(dev, addr)| {
+                        !ours
+                            .ownership
+                            .address_devices
+                            .iter()
+                            .any(|d| d.as_str() == dev)
+                            && !ours.addresses.iter().any(|a| a.addr == *addr)
+                    })
+                    .map(|(_, addr)| addr.addr()),
+            ),
             Err(e) => warn!("reading the host's addresses for the exposure policy: {e}"),
         }
         protected.sort();

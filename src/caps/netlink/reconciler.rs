@@ -279,10 +279,13 @@ impl NetlinkReconciler {
         r.map(|()| report)
     }
 
-    /// Every address configured in the target namespace (both families), for the policy
-    /// stage's "never expose what covers the host's own addresses".
-    pub async fn host_addresses(&self) -> Result<Vec<ipnet::IpNet>, NetlinkError> {
+    /// Every address configured in the target namespace (both families) with the name of its
+    /// device, for the policy stage's "never expose what covers the host's own addresses".
+    pub async fn host_addresses(&self) -> Result<Vec<(String, ipnet::IpNet)>, NetlinkError> {
         let s = self.session().await?;
+        let r = dump_links(&s.conn).await;
+        self.forget_session_if_closed(&r);
+        let links = r?;
         let mut out = Vec::new();
         for (family, what) in [
             (AddressFamily::Inet, "ipv4 addresses"),
@@ -290,7 +293,10 @@ impl NetlinkReconciler {
         ] {
             let r = s.conn.dump(what, addresses::dump_request(family)).await;
             self.forget_session_if_closed(&r);
-            out.extend(r?.iter().filter_map(addresses::parse).map(|a| a.addr));
+            out.extend(r?.iter().filter_map(addresses::parse).map(|a| {
+                let dev = links.names.get(&a.index).cloned().unwrap_or_default();
+                (dev, a.addr)
+            }));
         }
         Ok(out)
     }
