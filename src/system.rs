@@ -41,7 +41,7 @@ pub enum LinkKind {
 pub struct LinkSpec {
     pub name: InterfaceName,
     /// Created with this kind when absent. An existing link of another kind is left as it is
-    /// (reported), unless the agent owns it ([`Ownership::link_names`]): then it is recreated. A
+    /// (reported), unless the agent owns it (see [`Ownership::link_names`]): then it is recreated. A
     /// desired `Bridge` accepts any existing device of that name (the OVS bridge's own port).
     pub kind: LinkKind,
     /// `ip link set <name> master <master>`; `None` leaves the master alone.

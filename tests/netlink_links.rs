@@ -367,4 +367,30 @@ async fn links_are_owned_by_exact_name_or_alias_never_by_prefix() {
     for kept in [" bgp-vrf2:", " br-foo:"] {
         assert!(all.contains(kept), "{kept} deleted: {all}");
     }
+
+    // Where the kernel has 8021q: VLAN devices made by upstream (no alias) on an owned parent
+    // are the agent's only under their exact upstream name.
+    if !r.link_kind_supported("vlan").await.unwrap() {
+        println!("kernel lacks vlan: the VLAN cases are covered by the links unit test");
+        return;
+    }
+    println!("kernel has vlan: asserting br-ex.100 goes and br-ex.foo stays");
+    ns.ip(&["link", "add", "br-ex", "type", "bridge"]);
+    for (name, id) in [("br-ex.100", "100"), ("br-ex.foo", "101")] {
+        ns.ip(&[
+            "link", "add", "link", "br-ex", "name", name, "type", "vlan", "id", id,
+        ]);
+    }
+    let d3 = DesiredSystem {
+        ownership: Ownership {
+            vlan_parents: [ifname("br-ex")].into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let report = r.reconcile(&d3).await.unwrap();
+    assert_eq!(report.removed.get("links"), Some(&1), "{report:?}");
+    let all = ns.ip(&["link", "show"]);
+    assert!(!all.contains(" br-ex.100@"), "{all}");
+    assert!(all.contains(" br-ex.foo@br-ex"), "{all}");
 }

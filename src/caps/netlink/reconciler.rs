@@ -1,5 +1,12 @@
 //! The kernel reconciler: dump each object class once, diff against the desired state, apply the
 //! difference pipelined, touching only what [`Ownership`] gives the agent.
+//!
+//! Invalid and conflicting objects are screened out first ([`validate::screen`]) and what the
+//! kernel has under their identities is held. Each class is then planned by its own function
+//! from three inputs: the desired objects of that class, the held identities, and the class's
+//! observed objects. Nothing ties a plan to a full dump, so a later change can plan a delta
+//! from the changed objects and the observed ones under their identities, keeping the full
+//! dump for the periodic drift repair.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
