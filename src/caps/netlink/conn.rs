@@ -91,7 +91,7 @@ enum Interrupted {
 /// Does this message, read from the socket outside any request, say answers were lost?
 /// netlink-proto turns a receive error `ENOBUFS` into an `NLMSG_OVERRUN` message with sequence
 /// number 0, which matches no request and so arrives here.
-pub fn signals_lost_answers(message: &NetlinkMessage<RouteNetlinkMessage>) -> bool {
+pub(crate) fn signals_lost_answers(message: &NetlinkMessage<RouteNetlinkMessage>) -> bool {
     matches!(message.payload, NetlinkPayload::Overrun(_))
 }
 

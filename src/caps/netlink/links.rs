@@ -43,7 +43,7 @@ impl ObservedLink {
 /// name is in [`Ownership::link_names`], it carries [`AGENT_LINK_ALIAS`], or it is the
 /// upstream-named VLAN device of a bridge in [`Ownership::vlan_parents`]. `name_of` gives the
 /// name of an ifindex (the VLAN's parent).
-pub fn owned<'a>(
+pub(crate) fn owned<'a>(
     ownership: &Ownership,
     link: &ObservedLink,
     name_of: impl Fn(u32) -> Option<&'a str>,

@@ -253,7 +253,7 @@ pub fn delete_request(route: &ObservedRoute) -> Request {
 /// A host route the kernel made for an address of the host: type local, `proto kernel`,
 /// `scope host`, on one device.
 #[derive(Debug, Clone)]
-pub struct ObservedLocalRoute {
+pub(crate) struct ObservedLocalRoute {
     pub table: u32,
     pub dst: IpAddr,
     pub oif: u32,
@@ -262,7 +262,7 @@ pub struct ObservedLocalRoute {
 
 /// The kernel's local route in `message`, if it is one (anything else is `None`, so nothing
 /// else can be deleted through [`delete_local_request`]).
-pub fn parse_local(message: &RouteNetlinkMessage) -> Option<ObservedLocalRoute> {
+pub(crate) fn parse_local(message: &RouteNetlinkMessage) -> Option<ObservedLocalRoute> {
     let RouteNetlinkMessage::NewRoute(m) = message else {
         return None;
     };
@@ -301,7 +301,7 @@ pub fn parse_local(message: &RouteNetlinkMessage) -> Option<ObservedLocalRoute> 
 
 /// `ip route del <dst> table <t> proto kernel scope host dev <dev>` (type local): the request
 /// names protocol, scope, type and device, so the kernel deletes nothing else.
-pub fn delete_local_request(route: &ObservedLocalRoute, dev: &str) -> Request {
+pub(crate) fn delete_local_request(route: &ObservedLocalRoute, dev: &str) -> Request {
     let src = &route.message;
     let mut m = RouteMessage::default();
     m.header.address_family = src.header.address_family;

@@ -37,7 +37,7 @@ fn bad_host_ip(ip: IpAddr) -> bool {
 
 /// One object left out of the desired state, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dropped {
+pub(crate) struct Dropped {
     /// Object class, as in [`crate::system::ChangeReport`] (`routes`, `links`, ...).
     pub class: &'static str,
     /// The object, e.g. `route 192.0.2.1/32 dev bgp-nic table 200 proto boot scope link`.
@@ -47,7 +47,7 @@ pub struct Dropped {
 
 /// Identities of dropped objects: what the kernel has under them is left as it is.
 #[derive(Debug, Default)]
-pub struct Held {
+pub(crate) struct Held {
     pub links: HashSet<String>,
     pub addresses: HashSet<(String, IpNet)>,
     pub rules: HashSet<RuleSpec>,
@@ -57,7 +57,7 @@ pub struct Held {
 }
 
 /// A desired state without its invalid and conflicting objects.
-pub struct Screened<'d> {
+pub(crate) struct Screened<'d> {
     /// Borrowed when nothing was dropped (the usual case: no copy of a large state).
     pub desired: Cow<'d, DesiredSystem>,
     pub held: Held,
@@ -71,7 +71,7 @@ pub struct Screened<'d> {
 /// flip when an unrelated field changes. Dropping every side and holding the identity keeps
 /// what the kernel has (typically the object from before the conflict arose), reports the
 /// conflict under every side's name, and changes nothing until the conflict is resolved.
-pub fn screen(desired: &DesiredSystem) -> Screened<'_> {
+pub(crate) fn screen(desired: &DesiredSystem) -> Screened<'_> {
     let mut s = Screening::default();
     s.links(&desired.links);
     for t in &desired.ownership.tables {
@@ -156,7 +156,7 @@ pub fn screen(desired: &DesiredSystem) -> Screened<'_> {
     s.finish(desired)
 }
 
-pub fn describe_suppression(l: &LocalRouteSuppression) -> String {
+pub(crate) fn describe_suppression(l: &LocalRouteSuppression) -> String {
     format!(
         "local route {} dev {} table {} proto kernel scope host",
         l.dst, l.dev, l.table
