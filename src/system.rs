@@ -41,7 +41,7 @@ pub enum LinkKind {
 pub struct LinkSpec {
     pub name: InterfaceName,
     /// Created with this kind when absent. An existing link of another kind is left as it is
-    /// (reported), unless the agent owns it ([`Ownership::link_names`]): then it is recreated. A
+    /// (reported), unless the agent owns it (see [`Ownership::link_names`]): then it is recreated. A
     /// desired `Bridge` accepts any existing device of that name (the OVS bridge's own port).
     pub kind: LinkKind,
     /// `ip link set <name> master <master>`; `None` leaves the master alone.
@@ -134,6 +134,21 @@ pub struct PortFlowSpec {
     pub actions: String,
 }
 
+/// The interface alias (`IFLA_IFALIAS`, `ip link set <dev> alias ...`) the agent sets on every
+/// link it creates: the mark that says "this device is the agent's" across restarts.
+///
+/// Ownership has to survive the agent: an EVPN `br-<vni>` created before a restart, whose VNI
+/// went away while the agent was down, must still be recognised as the agent's and deleted. A
+/// name prefix (`br-`) cannot say that without also claiming every Linux bridge someone else
+/// named `br-foo`; the alias can, because only the agent sets it.
+pub const AGENT_LINK_ALIAS: &str = "ovn-bgp-agent";
+
+/// `<bridge[:10]>.<vlan>`, upstream's VLAN device name (fits IFNAMSIZ with `.4094`).
+pub fn vlan_device_name(bridge: &InterfaceName, vlan: u16) -> InterfaceName {
+    let prefix: String = bridge.as_str().chars().take(10).collect();
+    InterfaceName::new(format!("{prefix}.{vlan}")).expect("10 valid chars + .NNNN is a valid name")
+}
+
 /// What the reconciler may delete: everything in these scopes that is not desired goes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ownership {
@@ -145,11 +160,35 @@ pub struct Ownership {
     pub neighbour_devices: BTreeSet<InterfaceName>,
     /// Bridges whose flows with these cookies are the agent's.
     pub flow_cookies: BTreeSet<u64>,
-    /// Name prefixes of links the agent created and may delete when no longer desired
-    /// (e.g. `br-ex.` for the VLAN devices `<bridge[:10]>.<vid>`; a full name owns that link).
-    /// Never matched by prefix alone: a link must also be of a kind the agent creates (vrf,
-    /// dummy, ifb, bridge, vlan, vxlan, veth), so an OVS port is never deleted.
+    /// Exact names of links the agent owns (never prefixes: `bgp-vrf` does not own
+    /// `bgp-vrf2`). An owned link that is not desired is deleted, one with the wrong kind or
+    /// parameters is recreated, and one that lacks [`AGENT_LINK_ALIAS`] gets it.
+    ///
+    /// Besides these names, a link is the agent's when it carries [`AGENT_LINK_ALIAS`], or when
+    /// [`Ownership::vlan_parents`] claims it. In every case only links of a kind the agent
+    /// creates (vrf, dummy, ifb, bridge, vlan, vxlan, veth) are ever deleted, so an OVS port
+    /// is never deleted.
     pub link_names: BTreeSet<InterfaceName>,
+    /// Bridges whose upstream-named VLAN devices are the agent's: a link of kind vlan whose
+    /// parent is one of these and whose name is exactly [`vlan_device_name`]`(parent, its vlan
+    /// id)`. This is how the devices created by upstream's agent (no alias) are taken over
+    /// when this agent replaces it, and deleted once their localnet tag is gone.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub vlan_parents: BTreeSet<InterfaceName>,
+}
+
+/// The kernel's own local route for an address, to be removed: the route `ip route del <dst>
+/// table <table> proto kernel scope host dev <dev>` deletes (type local). Upstream's EVPN
+/// driver removes it on `lo-<vni>` so the VRF forwards traffic to the address instead of
+/// delivering it locally. The kernel re-adds the route whenever the address is re-added, so
+/// this is desired state, repaired on every reconcile.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LocalRouteSuppression {
+    /// The table the kernel put the local route in: the VRF's table when `dev` is enslaved
+    /// to a VRF, `local` (255) otherwise.
+    pub table: u32,
+    pub dst: IpAddr,
+    pub dev: InterfaceName,
 }
 
 /// The complete desired state the backend computed.
@@ -164,6 +203,9 @@ pub struct DesiredSystem {
     /// `net.ipv4.conf.br-ex.proxy_arp` → `1`.
     pub sysctls: BTreeMap<String, String>,
     pub flows: BTreeSet<PortFlowSpec>,
+    /// Local routes of the kernel that must not exist (see [`LocalRouteSuppression`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub suppressed_local_routes: BTreeSet<LocalRouteSuppression>,
     /// FRR configuration snippets to keep applied, already rendered from validated values.
     pub frr: Vec<String>,
     pub ownership: Ownership,

@@ -135,11 +135,18 @@ async fn kernel_work_lands_in_the_configured_netns_and_classes_are_reported() {
     assert_eq!(report.errors[0].class, "frr");
     assert!(report.errors[0].error.contains("connection refused"));
 
-    // An invalid state is refused as a whole, flows and FRR included.
+    // An invalid object is left out and reported; the kernel part, flows and FRR still run.
     let mut bad = d.clone();
     bad.sysctls
         .insert("kernel.panic".to_owned(), "1".to_owned());
-    assert!(caps.reconciler.reconcile(&bad).await.is_err());
+    let report = caps.reconciler.reconcile(&bad).await.unwrap();
+    let classes: Vec<&str> = report.errors.iter().map(|e| e.class.as_str()).collect();
+    assert_eq!(classes, ["sysctls", "frr"], "{:#?}", report.errors);
+    assert!(
+        report.errors[0].object.contains("kernel.panic"),
+        "{}",
+        report.errors[0]
+    );
 }
 
 #[tokio::test]

@@ -528,7 +528,9 @@ async fn route_dumps_read_only_the_requested_table() {
         "300",
     ]);
     let worker = NetnsWorker::spawn(NetnsTarget::from_config(Some(&ns.name))).unwrap();
-    let conn = NetlinkConn::open(&worker).await.unwrap();
+    let conn = NetlinkConn::open(&worker, ovn_bgp_agent::caps::netlink::conn::REQUEST_TIMEOUT)
+        .await
+        .unwrap();
     let dump = conn
         .dump("routes", routes::dump_request(AddressFamily::Inet, 200))
         .await
@@ -539,4 +541,77 @@ async fn route_dumps_read_only_the_requested_table() {
         .map(|r| r.identity.table)
         .collect();
     assert_eq!(tables, [200], "{dump:?}");
+}
+
+/// The kernel's own local route of an address (EVPN `lo-<vni>`: upstream deletes it so the
+/// VRF forwards instead of delivering) is removed while the address stays, and removed again
+/// when the kernel re-adds it with the address. Outside a VRF the kernel puts it in table
+/// `local` (255), which the suppression names explicitly.
+#[tokio::test]
+async fn the_kernels_local_route_of_an_address_is_suppressed() {
+    let ns = TestNetns::new();
+    ns.ip(&["link", "add", "lo-100", "type", "ifb"]);
+    ns.ip(&["link", "set", "lo-100", "up"]);
+    ns.ip(&["addr", "add", "192.0.2.7/32", "dev", "lo-100"]);
+    ns.ip(&["addr", "add", "2001:db8::7/128", "dev", "lo-100", "nodad"]);
+    // A second address on the device, whose local route is not suppressed.
+    ns.ip(&["addr", "add", "192.0.2.8/32", "dev", "lo-100"]);
+    let local = |family: &str| ns.ip(&[family, "route", "show", "table", "local", "dev", "lo-100"]);
+    assert!(
+        local("-4").contains("local 192.0.2.7 proto kernel scope host"),
+        "{}",
+        local("-4")
+    );
+    assert!(
+        local("-6").contains("local 2001:db8::7 proto kernel metric 0"),
+        "{}",
+        local("-6")
+    );
+
+    let mut d = DesiredSystem::default();
+    for dst in ["192.0.2.7", "2001:db8::7"] {
+        d.suppressed_local_routes.insert(LocalRouteSuppression {
+            table: 255,
+            dst: ip(dst),
+            dev: ifname("lo-100"),
+        });
+    }
+    let r = ns.reconciler();
+    let report = r.reconcile(&d).await.expect("reconcile");
+    println!("{report:?}");
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(report.removed.get("local_routes"), Some(&2), "{report:?}");
+    assert!(!local("-4").contains("192.0.2.7"), "{}", local("-4"));
+    assert!(!local("-6").contains("2001:db8::7"), "{}", local("-6"));
+    assert!(
+        local("-4").contains("local 192.0.2.8 "),
+        "only the named one goes"
+    );
+    let addrs = ns.ip(&["addr", "show", "dev", "lo-100"]);
+    assert!(
+        addrs.contains("192.0.2.7/32") && addrs.contains("2001:db8::7/128"),
+        "{addrs}"
+    );
+    assert!(r.reconcile(&d).await.unwrap().is_noop(), "second reconcile");
+
+    // The address re-added: the kernel adds the local route again, the reconciler removes it.
+    ns.ip(&["addr", "del", "192.0.2.7/32", "dev", "lo-100"]);
+    ns.ip(&["addr", "add", "192.0.2.7/32", "dev", "lo-100"]);
+    assert!(local("-4").contains("local 192.0.2.7 "));
+    let again = r.reconcile(&d).await.unwrap();
+    assert_eq!(again.removed.get("local_routes"), Some(&1), "{again:?}");
+    assert!(!local("-4").contains("192.0.2.7"), "{}", local("-4"));
+
+    // A device that does not exist is reported, naming the route.
+    d.suppressed_local_routes.insert(LocalRouteSuppression {
+        table: 255,
+        dst: ip("192.0.2.9"),
+        dev: ifname("lo-999"),
+    });
+    let missing = r.reconcile(&d).await.unwrap();
+    assert_eq!(missing.errors.len(), 1, "{missing:?}");
+    assert_eq!(
+        missing.errors[0].to_string(),
+        "local_routes: local route 192.0.2.9 dev lo-999 table 255 proto kernel scope host: device lo-999 does not exist"
+    );
 }

@@ -197,11 +197,16 @@ fn vlan_provider_routes_through_the_vlan_device() {
         );
     }
     assert!(
+        s.ownership.vlan_parents.contains(&name("br-ex")),
+        "VLAN devices `br-ex.<vid>` owned through their parent"
+    );
+    assert!(
         s.ownership
             .link_names
             .iter()
-            .any(|p| p.as_str() == "br-ex."),
-        "VLAN devices owned by prefix"
+            .all(|n| !n.as_str().ends_with('.')),
+        "no name prefix: {:?}",
+        s.ownership.link_names
     );
     assert!(has_address(&s, "br-ex.100", "169.254.1.100/32"));
     assert!(has_address(&s, "br-ex.100", "fd53:d91e:400:7f17::1:64/128"));

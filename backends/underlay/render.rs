@@ -104,11 +104,7 @@ fn arp_ndp_helpers(index: u16, last: u16) -> [IpNet; 2] {
     [IpNet::from(IpAddr::V4(v4)), IpNet::from(IpAddr::V6(v6))]
 }
 
-/// `<bridge[:10]>.<vlan>`, upstream's VLAN device name (fits IFNAMSIZ with `.4094`).
-pub fn vlan_device_name(bridge: &InterfaceName, vlan: u16) -> InterfaceName {
-    let prefix: String = bridge.as_str().chars().take(10).collect();
-    InterfaceName::new(format!("{prefix}.{vlan}")).expect("10 valid chars + .NNNN is a valid name")
-}
+pub use crate::system::vlan_device_name;
 
 /// The device traffic for a provider network leaves through: the bridge, or its VLAN device.
 fn provider_device(provider: &ProviderNetwork) -> InterfaceName {
@@ -346,17 +342,9 @@ impl Renderer<'_> {
             });
         }
         proxy_sysctls(&mut self.out.system, bridge);
-        // Every `<bridge[:10]>.<vid>` VLAN device is the agent's: one whose localnet tag is gone
-        // is deleted (A8).
-        let vlan_prefix = vlan_device_name(bridge, 1)
-            .as_str()
-            .trim_end_matches('1')
-            .to_owned();
-        self.out
-            .system
-            .ownership
-            .link_names
-            .insert(InterfaceName::new(vlan_prefix).expect("prefix of a valid name"));
+        // Every `<bridge[:10]>.<vid>` VLAN device on this bridge is the agent's: one whose
+        // localnet tag is gone is deleted (A8).
+        self.out.system.ownership.vlan_parents.insert(bridge.clone());
         for vlan in &wiring.vlans {
             let dev = vlan_device_name(bridge, *vlan);
             self.out.system.links.insert(LinkSpec {

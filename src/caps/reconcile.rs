@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::netlink::{NetlinkError, NetlinkReconciler};
+use super::netlink::NetlinkReconciler;
 use super::{CapError, FlowReconciler, FrrConfigurator, SystemReconciler};
 use crate::system::{ChangeReport, DesiredSystem};
 
@@ -81,8 +81,6 @@ impl SystemReconciler for CompositeReconciler {
     async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError> {
         let mut report = match self.kernel.reconcile(desired).await {
             Ok(r) => r,
-            // Nothing was applied: refuse the whole state so flows/FRR stay consistent with it.
-            Err(e @ NetlinkError::Rejected { .. }) => return Err(e.into()),
             Err(e) => {
                 let mut r = ChangeReport::default();
                 r.error("kernel", "netlink reconcile", e);

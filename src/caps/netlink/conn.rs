@@ -3,6 +3,12 @@
 //! A batch is written with one `sendmsg` (netlink-proto encodes every message of a batch into one
 //! datagram) and the kernel acknowledges each message in order, so thousands of changes cost a
 //! handful of system calls. Several batches are kept in flight at once.
+//!
+//! Every request and dump has a deadline ([`REQUEST_TIMEOUT`]), and a receive-buffer overflow
+//! (`ENOBUFS`: the kernel dropped answers) fails every request waiting on the socket at once
+//! ([`NetlinkError::Resync`]) instead of leaving one waiting for an ack that will never come.
+//! Both errors end the session ([`NetlinkError::ends_session`]): the reconciler drops it and
+//! the next reconcile opens a new socket and dumps everything afresh.
 
 // Unsafe code allowed in this file only: setsockopt on the netlink socket and adopting its raw fd.
 #![allow(unsafe_code)]
@@ -16,8 +22,12 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::proto::{ConnectionHandle, NetlinkCodec};
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr, TokioSocket};
+use std::future::Future;
 use std::os::fd::{FromRawFd, IntoRawFd};
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 use super::NetlinkError;
 use super::error::KernelErrno;
@@ -30,6 +40,10 @@ const BATCH: usize = 256;
 const IN_FLIGHT: usize = 8;
 /// Receive buffer: large dumps (10k+ routes) and many acks in flight must not overflow it.
 const RCVBUF: libc::c_int = 16 << 20;
+/// How long one request (a batch's acks, a whole dump) may take before the session is
+/// considered hung. The kernel answers in microseconds to milliseconds; a full dump of 100k
+/// routes takes well under a second.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A request to apply: the message, its netlink flags (beyond REQUEST|ACK) and a description
 /// of the object for error reports.
@@ -46,6 +60,42 @@ pub struct NetlinkConn {
     /// A netlink socket runs one dump at a time (a second one gets EBUSY): dumps queue here.
     /// Plain requests are not affected and keep flowing during a dump.
     dumping: Arc<tokio::sync::Mutex<()>>,
+    timeout: Duration,
+    /// Becomes `true` once the socket reported an overflow: answers were lost.
+    overflowed: watch::Receiver<bool>,
+    /// Where requests go: the kernel (port 0), except in tests that need a peer that never
+    /// answers.
+    destination: SocketAddr,
+    /// The socket's own netlink port (bound at open).
+    port: u32,
+    _tasks: Arc<Tasks>,
+}
+
+/// The connection task and the task reading unsolicited messages, stopped (closing the
+/// socket) when the last clone of the connection is dropped: a session dropped after a
+/// timeout must not leave its socket behind.
+struct Tasks(Vec<tokio::task::AbortHandle>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Why a request was given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupted {
+    Timeout,
+    Overflow,
+}
+
+/// Does this message, read from the socket outside any request, say answers were lost?
+/// netlink-proto turns a receive error `ENOBUFS` into an `NLMSG_OVERRUN` message with sequence
+/// number 0, which matches no request and so arrives here.
+pub(crate) fn signals_lost_answers(message: &NetlinkMessage<RouteNetlinkMessage>) -> bool {
+    matches!(message.payload, NetlinkPayload::Overrun(_))
 }
 
 fn set_rcvbuf_force(sock: &Socket) -> std::io::Result<()> {
@@ -72,11 +122,12 @@ fn set_rcvbuf_force(sock: &Socket) -> std::io::Result<()> {
 impl NetlinkConn {
     /// Open the socket inside the worker's namespace and start the connection task on the
     /// current runtime.
-    pub async fn open(worker: &NetnsWorker) -> Result<Self, NetlinkError> {
+    pub async fn open(worker: &NetnsWorker, timeout: Duration) -> Result<Self, NetlinkError> {
         let netns = worker.target().describe();
-        let socket = worker
-            .run(|| -> std::io::Result<Socket> {
-                let sock = Socket::new(NETLINK_ROUTE)?;
+        let (socket, port) = worker
+            .run(|| -> std::io::Result<(Socket, u32)> {
+                let mut sock = Socket::new(NETLINK_ROUTE)?;
+                let port = sock.bind_auto()?.port_number();
                 set_rcvbuf_force(&sock)?;
                 // Short acks: a failed request does not echo the whole message back.
                 sock.set_cap_ack(true)?;
@@ -84,7 +135,7 @@ impl NetlinkConn {
                 // Strict checking: dump requests are validated and filters honoured (routes
                 // are dumped per table).
                 sock.set_netlink_get_strict_chk(true)?;
-                Ok(sock)
+                Ok((sock, port))
             })
             .await?
             .map_err(|source| NetlinkError::Socket {
@@ -98,19 +149,72 @@ impl NetlinkConn {
             TokioSocket,
             NetlinkCodec,
         >(socket);
-        tokio::spawn(conn);
+        let conn_task = tokio::spawn(conn).abort_handle();
         // The connection stops when nobody listens for unsolicited messages: drain them (the
-        // socket joins no multicast group, so there are none in practice).
-        tokio::spawn(async move { while unsolicited.next().await.is_some() {} });
+        // socket joins no multicast group, so the only ones are overflow reports).
+        let (overflow_tx, overflowed) = watch::channel(false);
+        let drain = tokio::spawn(async move {
+            while let Some((message, _)) = unsolicited.next().await {
+                if signals_lost_answers(&message) {
+                    tracing::warn!("netlink receive buffer overflowed: resync");
+                    overflow_tx.send_replace(true);
+                }
+            }
+        })
+        .abort_handle();
         Ok(Self {
             handle,
             netns,
             dumping: Arc::new(tokio::sync::Mutex::new(())),
+            timeout,
+            overflowed,
+            destination: SocketAddr::new(0, 0),
+            port,
+            _tasks: Arc::new(Tasks(vec![conn_task, drain])),
         })
+    }
+
+    /// The socket's netlink port id, as listed by `ss -f netlink` and `/proc/net/netlink`.
+    pub fn local_port(&self) -> u32 {
+        self.port
+    }
+
+    /// Send every request to the netlink socket bound to `port` instead of the kernel.
+    #[cfg(test)]
+    fn with_destination(mut self, port: u32) -> Self {
+        self.destination = SocketAddr::new(port, 0);
+        self
     }
 
     fn closed(&self) -> NetlinkError {
         NetlinkError::ConnectionClosed(self.netns.clone())
+    }
+
+    /// The error of the request named `op` after `why`.
+    fn interrupted(&self, why: Interrupted, op: &str) -> NetlinkError {
+        match why {
+            Interrupted::Timeout => NetlinkError::Timeout {
+                op: op.to_owned(),
+                netns: self.netns.clone(),
+                timeout: self.timeout,
+            },
+            Interrupted::Overflow => NetlinkError::Resync {
+                op: op.to_owned(),
+                netns: self.netns.clone(),
+            },
+        }
+    }
+
+    /// `fut` within the deadline, unless the socket overflows first (then at once).
+    async fn guarded<T>(&self, fut: impl Future<Output = T>) -> Result<T, Interrupted> {
+        let mut overflowed = self.overflowed.clone();
+        tokio::select! {
+            biased;
+            // An `Err` (the drain task ended with the connection) disables this branch: the
+            // request then ends as ConnectionClosed.
+            Ok(_) = overflowed.wait_for(|o| *o) => Err(Interrupted::Overflow),
+            r = tokio::time::timeout(self.timeout, fut) => r.map_err(|_| Interrupted::Timeout),
+        }
     }
 
     /// Dump one object class (`NLM_F_DUMP`).
@@ -135,7 +239,10 @@ impl NetlinkConn {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let (out, interrupted) = self.dump_once(what, message.clone(), flags).await?;
+            let (out, interrupted) = self
+                .guarded(self.dump_once(what, message.clone(), flags))
+                .await
+                .map_err(|why| self.interrupted(why, &format!("dump of {what}")))??;
             if !interrupted || attempts >= 5 {
                 return Ok(out);
             }
@@ -152,7 +259,7 @@ impl NetlinkConn {
         req.header.flags = NLM_F_REQUEST | flags;
         let mut replies = self
             .handle
-            .request(req, SocketAddr::new(0, 0))
+            .request(req, self.destination)
             .map_err(|_| self.closed())?;
         let mut out = Vec::new();
         let mut interrupted = false;
@@ -170,10 +277,7 @@ impl NetlinkConn {
                 }
                 NetlinkPayload::Done(_) => break,
                 NetlinkPayload::Overrun(_) => {
-                    return Err(NetlinkError::Unexpected {
-                        op: format!("dump of {what}"),
-                        detail: "overrun".to_owned(),
-                    });
+                    return Err(self.interrupted(Interrupted::Overflow, &format!("dump of {what}")));
                 }
                 _ => {}
             }
@@ -218,7 +322,7 @@ impl NetlinkConn {
             messages.push(m);
             whats.push(r.what);
         }
-        let mut replies = match self.handle.request_batch(messages, SocketAddr::new(0, 0)) {
+        let mut replies = match self.handle.request_batch(messages, self.destination) {
             Ok(r) => r,
             Err(_) => {
                 return whats.into_iter().map(|w| (w, Err(self.closed()))).collect();
@@ -229,20 +333,36 @@ impl NetlinkConn {
         // of a batch are consecutive and the marker (always refused: no such ifindex) comes
         // first, so its number locates every error. The marker's answer is recognised by the
         // request header the kernel echoes (an RTM_GETLINK: no real request is one).
-        let mut marker_seq = None;
-        let mut errors: Vec<(u32, i32)> = Vec::new();
-        while let Some(reply) = replies.next().await {
-            if let NetlinkPayload::Error(e) = reply.payload
-                && let Some(code) = e.code
-            {
-                let echoed_type = e.header.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]));
-                if echoed_type == Some(RTM_GETLINK) {
-                    marker_seq = Some(reply.header.sequence_number);
-                } else {
-                    errors.push((reply.header.sequence_number, -code.get()));
+        let collect = async {
+            let mut marker_seq = None;
+            let mut errors: Vec<(u32, i32)> = Vec::new();
+            while let Some(reply) = replies.next().await {
+                if let NetlinkPayload::Error(e) = reply.payload
+                    && let Some(code) = e.code
+                {
+                    let echoed_type = e.header.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+                    if echoed_type == Some(RTM_GETLINK) {
+                        marker_seq = Some(reply.header.sequence_number);
+                    } else {
+                        errors.push((reply.header.sequence_number, -code.get()));
+                    }
                 }
             }
-        }
+            (marker_seq, errors)
+        };
+        let (marker_seq, errors) = match self.guarded(collect).await {
+            Ok(answers) => answers,
+            // Which acks were lost is unknown: every request of the batch fails.
+            Err(why) => {
+                return whats
+                    .into_iter()
+                    .map(|w| {
+                        let e = self.interrupted(why, &w);
+                        (w, Err(e))
+                    })
+                    .collect();
+            }
+        };
         let mut results: Vec<(String, Result<(), NetlinkError>)> =
             whats.into_iter().map(|w| (w, Ok(()))).collect();
         let Some(base) = marker_seq else {
@@ -281,4 +401,120 @@ fn marker() -> NetlinkMessage<RouteNetlinkMessage> {
     let mut m = NetlinkMessage::from(RouteNetlinkMessage::GetLink(link));
     m.header.flags = NLM_F_REQUEST | NLM_F_ACK;
     m
+}
+
+#[cfg(test)]
+mod tests {
+    //! Deterministic hangs and overflows: the requests go to a second netlink socket of the
+    //! test's own, which never answers (root may unicast between netlink sockets), and that
+    //! socket plays the kernel reporting an overflow. Nothing is sent to the kernel.
+    use super::*;
+    use crate::caps::netlink::links;
+    use crate::caps::netlink::netns::NetnsTarget;
+    use rtnetlink::packet_core::{NLMSG_OVERRUN, NetlinkHeader};
+
+    async fn conn_to_silent_peer(timeout: Duration) -> (NetlinkConn, Socket, NetnsWorker) {
+        let worker = NetnsWorker::spawn(NetnsTarget::from_config(None)).expect("worker");
+        let conn = NetlinkConn::open(&worker, timeout)
+            .await
+            .expect("netlink socket (the tests run as root)");
+        let mut peer = Socket::new(NETLINK_ROUTE).expect("peer socket");
+        let port = peer.bind_auto().expect("bind").port_number();
+        (conn.with_destination(port), peer, worker)
+    }
+
+    fn link_up_request() -> Request {
+        let observed = links::ObservedLink {
+            index: 1,
+            name: "lo".to_owned(),
+            kind: None,
+            master: None,
+            mac: None,
+            up: false,
+            vrf_table: None,
+            vlan_id: None,
+            parent: None,
+            vxlan_vni: None,
+            alias: None,
+        };
+        links::set_request(&observed, None, None, false, true).expect("a change")
+    }
+
+    fn overrun() -> NetlinkMessage<RouteNetlinkMessage> {
+        let mut header = NetlinkHeader::default();
+        header.message_type = NLMSG_OVERRUN;
+        let mut m = NetlinkMessage::new(header, NetlinkPayload::Overrun(Vec::new()));
+        m.finalize();
+        m
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_request_or_dump_times_out_naming_itself() {
+        let timeout = Duration::from_millis(200);
+        let (conn, _peer, _worker) = conn_to_silent_peer(timeout).await;
+        let started = tokio::time::Instant::now();
+        let e = conn.apply_one(link_up_request()).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(3));
+        match &e {
+            NetlinkError::Timeout { op, timeout: t, .. } => {
+                assert_eq!(op, "set link lo up");
+                assert_eq!(*t, timeout);
+            }
+            other => panic!("not a timeout: {other:?}"),
+        }
+        assert!(e.ends_session(), "{e}");
+        assert!(
+            e.to_string().starts_with("set link lo up: no answer"),
+            "{e}"
+        );
+        let e = conn.dump("links", links::dump_request()).await.unwrap_err();
+        assert!(
+            matches!(&e, NetlinkError::Timeout { op, .. } if op == "dump of links"),
+            "{e:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_overflow_fails_the_waiting_requests_at_once_and_every_later_one() {
+        // A deadline far beyond the test's own: only the overflow can end the request.
+        let (conn, peer, _worker) = conn_to_silent_peer(Duration::from_secs(600)).await;
+        let waiting = tokio::spawn({
+            let conn = conn.clone();
+            async move { conn.apply_one(link_up_request()).await }
+        });
+        // Let the request reach the peer before the overflow is reported.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let m = overrun();
+        let mut buf = vec![0u8; m.buffer_len()];
+        m.serialize(&mut buf);
+        peer.send_to(&buf, &SocketAddr::new(conn.local_port(), 0), 0)
+            .expect("send the overflow report");
+        let r = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiting request ends at once")
+            .expect("task");
+        match r {
+            Err(NetlinkError::Resync { op, .. }) => assert_eq!(op, "set link lo up"),
+            other => panic!("not a resync: {other:?}"),
+        }
+        let later = tokio::time::timeout(Duration::from_secs(5), conn.apply_one(link_up_request()))
+            .await
+            .expect("no wait after an overflow");
+        assert!(
+            matches!(&later, Err(e @ NetlinkError::Resync { .. }) if e.ends_session()),
+            "{later:?}"
+        );
+    }
+
+    #[test]
+    fn only_an_overrun_signals_lost_answers() {
+        assert!(signals_lost_answers(&overrun()));
+        let link = NetlinkMessage::from(links::dump_request());
+        assert!(!signals_lost_answers(&link));
+        let mut ack = rtnetlink::packet_core::ErrorMessage::default();
+        ack.code = None;
+        let ack: NetlinkMessage<RouteNetlinkMessage> =
+            NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::Error(ack));
+        assert!(!signals_lost_answers(&ack));
+    }
 }

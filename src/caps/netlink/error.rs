@@ -48,8 +48,18 @@ pub enum NetlinkError {
     },
     #[error("invalid {object}: {reason}")]
     Invalid { object: String, reason: String },
-    #[error("desired state rejected, nothing applied: {}", problems.join("; "))]
-    Rejected { problems: Vec<String> },
+    #[error(
+        "{op}: no answer from the kernel within {timeout:?} ({netns}); the netlink session is dropped and reopened"
+    )]
+    Timeout {
+        op: String,
+        netns: String,
+        timeout: std::time::Duration,
+    },
+    #[error(
+        "{op}: the netlink receive buffer overflowed in {netns} (ENOBUFS), answers were lost; the session is dropped and the next reconcile reads everything afresh"
+    )]
+    Resync { op: String, netns: String },
     #[error("sysctl {key} ({path}): {source}")]
     Sysctl {
         key: String,
@@ -57,6 +67,17 @@ pub enum NetlinkError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl NetlinkError {
+    /// After this error the session cannot be trusted (closed, or answers possibly lost or
+    /// still to come): the reconcile stops and the next one opens a new socket.
+    pub fn ends_session(&self) -> bool {
+        matches!(
+            self,
+            Self::ConnectionClosed(_) | Self::Timeout { .. } | Self::Resync { .. }
+        )
+    }
 }
 
 impl From<NetlinkError> for crate::caps::CapError {

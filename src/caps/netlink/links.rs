@@ -6,11 +6,12 @@ use rtnetlink::packet_route::link::{
     InfoData, InfoKind, InfoVeth, InfoVlan, InfoVrf, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
     LinkMessage,
 };
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::conn::Request;
-use crate::system::{LinkKind, LinkSpec};
-use crate::types::MacAddr;
+use crate::system::{AGENT_LINK_ALIAS, LinkKind, LinkSpec, Ownership, vlan_device_name};
+use crate::types::{InterfaceName, MacAddr};
 
 /// A link as the kernel reports it.
 #[derive(Debug, Clone)]
@@ -26,6 +27,52 @@ pub struct ObservedLink {
     pub vlan_id: Option<u16>,
     pub parent: Option<u32>,
     pub vxlan_vni: Option<u32>,
+    /// `IFLA_IFALIAS` ([`AGENT_LINK_ALIAS`] on the links the agent created).
+    pub alias: Option<String>,
+}
+
+impl ObservedLink {
+    /// Does it carry the agent's mark?
+    pub fn marked(&self) -> bool {
+        self.alias.as_deref() == Some(AGENT_LINK_ALIAS)
+    }
+}
+
+/// Is `link` the agent's, so that it may be deleted when not desired, or recreated when its
+/// parameters differ? Only links of a kind the agent creates ever are; then one of: its exact
+/// name is in [`Ownership::link_names`], it carries [`AGENT_LINK_ALIAS`], or it is the
+/// upstream-named VLAN device of a bridge in [`Ownership::vlan_parents`]. `name_of` gives the
+/// name of an ifindex (the VLAN's parent).
+pub(crate) fn owned<'a>(
+    ownership: &Ownership,
+    link: &ObservedLink,
+    name_of: impl Fn(u32) -> Option<&'a str>,
+) -> bool {
+    let creatable = link
+        .kind
+        .as_deref()
+        .is_some_and(|k| CREATABLE_KINDS.contains(&k));
+    creatable
+        && (ownership.link_names.iter().any(|n| n.as_str() == link.name)
+            || link.marked()
+            || is_upstream_vlan_of(&ownership.vlan_parents, link, name_of))
+}
+
+fn is_upstream_vlan_of<'a>(
+    parents: &BTreeSet<InterfaceName>,
+    link: &ObservedLink,
+    name_of: impl Fn(u32) -> Option<&'a str>,
+) -> bool {
+    if link.kind.as_deref() != Some("vlan") {
+        return false;
+    }
+    let (Some(id), Some(parent)) = (link.vlan_id, link.parent.and_then(name_of)) else {
+        return false;
+    };
+    parents
+        .iter()
+        .find(|p| p.as_str() == parent)
+        .is_some_and(|p| vlan_device_name(p, id).as_str() == link.name)
 }
 
 pub fn dump_request() -> RouteNetlinkMessage {
@@ -54,10 +101,12 @@ pub fn parse(message: &RouteNetlinkMessage) -> Option<ObservedLink> {
         vlan_id: None,
         parent: None,
         vxlan_vni: None,
+        alias: None,
     };
     for attr in &m.attributes {
         match attr {
             LinkAttribute::IfName(n) => link.name = n.clone(),
+            LinkAttribute::IfAlias(a) => link.alias = Some(a.clone()),
             LinkAttribute::Controller(i) => link.master = Some(*i),
             LinkAttribute::Link(i) => link.parent = Some(*i),
             LinkAttribute::Address(a) if a.len() == 6 => {
@@ -222,6 +271,10 @@ pub fn create_request(spec: &LinkSpec, parent_index: Option<u32>) -> Request {
     }
     m.attributes
         .push(LinkAttribute::LinkInfo(info_for(&spec.kind)));
+    // Marked at birth where the kernel takes the alias with the creation; where it does not,
+    // the attribute pass right after the creation sets it (see `set_request`).
+    m.attributes
+        .push(LinkAttribute::IfAlias(AGENT_LINK_ALIAS.to_owned()));
     Request {
         message: RouteNetlinkMessage::NewLink(m),
         flags: NLM_F_CREATE | NLM_F_EXCL,
@@ -259,11 +312,13 @@ pub fn probe_request(kind: &str, probe_name: &str) -> Request {
     }
 }
 
-/// `ip link set <name> [master M] [address A] [up]`, only with what differs.
+/// `ip link set <name> [master M] [address A] [alias ovn-bgp-agent] [up]`, only with what
+/// differs (`mark`: the link must carry [`AGENT_LINK_ALIAS`]).
 pub fn set_request(
     observed: &ObservedLink,
     master: Option<u32>,
     mac: Option<MacAddr>,
+    mark: bool,
     up: bool,
 ) -> Option<Request> {
     let mut m = LinkMessage::default();
@@ -280,6 +335,11 @@ pub fn set_request(
     {
         m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
         what.push(format!("address {mac}"));
+    }
+    if mark && !observed.marked() {
+        m.attributes
+            .push(LinkAttribute::IfAlias(AGENT_LINK_ALIAS.to_owned()));
+        what.push(format!("alias {AGENT_LINK_ALIAS}"));
     }
     if up && !observed.up {
         m.header.flags = LinkFlags::Up;
@@ -311,7 +371,6 @@ mod tests {
     //! Round trips through the wire format for the kinds this test machine's kernel lacks (vrf,
     //! vlan): the requests carry what `ip link add ... type vrf table N` / `type vlan id N` send.
     use super::*;
-    use crate::types::InterfaceName;
     use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
 
     fn round_trip(r: Request) -> ObservedLink {
@@ -357,6 +416,86 @@ mod tests {
         assert!(matches(&spec(LinkKind::Vrf { table: 11 }), &vrf, None).is_err());
         let dummy = round_trip(create_request(&spec(LinkKind::Dummy), None));
         assert_eq!(dummy.kind.as_deref(), Some("dummy"));
+    }
+
+    fn observed(index: u32, name: &str, kind: &str) -> ObservedLink {
+        ObservedLink {
+            index,
+            name: name.to_owned(),
+            kind: Some(kind.to_owned()),
+            master: None,
+            mac: None,
+            up: true,
+            vrf_table: None,
+            vlan_id: None,
+            parent: None,
+            vxlan_vni: None,
+            alias: None,
+        }
+    }
+
+    fn vlan(index: u32, name: &str, parent: u32, id: u16) -> ObservedLink {
+        ObservedLink {
+            vlan_id: Some(id),
+            parent: Some(parent),
+            ..observed(index, name, "vlan")
+        }
+    }
+
+    /// The links of the ownership scenario (the kernel here has no 8021q, so the VLAN cases
+    /// are decided on observed values; tests/netlink_links.rs runs the rest for real).
+    #[test]
+    fn ownership_is_by_exact_name_marker_or_upstream_vlan_name_never_by_prefix() {
+        let ownership = Ownership {
+            link_names: [InterfaceName::new("bgp-vrf").unwrap()].into(),
+            vlan_parents: [InterfaceName::new("br-ex").unwrap()].into(),
+            ..Default::default()
+        };
+        let links = [
+            observed(1, "br-ex", "openvswitch"),
+            observed(2, "br-other", "bridge"),
+            observed(10, "bgp-vrf", "vrf"),
+            observed(11, "bgp-vrf2", "bridge"),
+            observed(12, "br-foo", "bridge"),
+            ObservedLink {
+                alias: Some(AGENT_LINK_ALIAS.to_owned()),
+                ..observed(13, "br-100", "bridge")
+            },
+            // Marked, but of a kind the agent never creates.
+            ObservedLink {
+                alias: Some(AGENT_LINK_ALIAS.to_owned()),
+                ..observed(14, "mv-100", "macvlan")
+            },
+            vlan(20, "br-ex.100", 1, 100),
+            vlan(21, "br-ex.foo", 1, 100),
+            // Right name pattern, wrong id for the name.
+            vlan(22, "br-ex.200", 1, 201),
+            // Right name, on a bridge the agent does not own.
+            vlan(23, "br-other.5", 2, 5),
+            // Parent unknown (gone).
+            vlan(24, "br-ex.7", 99, 7),
+            // Own name, a kind the agent never creates (an OVS port named like the VRF).
+            observed(25, "bgp-vrf", "openvswitch"),
+        ];
+        let names: std::collections::HashMap<u32, &str> =
+            links.iter().map(|l| (l.index, l.name.as_str())).collect();
+        let owned: Vec<&str> = links
+            .iter()
+            .filter(|l| owned(&ownership, l, |i| names.get(&i).copied()))
+            .map(|l| l.name.as_str())
+            .collect();
+        assert_eq!(owned, ["bgp-vrf", "br-100", "br-ex.100"]);
+    }
+
+    #[test]
+    fn creation_and_marking_carry_the_alias() {
+        let made = round_trip(create_request(&spec(LinkKind::Bridge), None));
+        assert!(made.marked(), "{made:?}");
+        let unmarked = observed(3, "x0", "bridge");
+        let r = set_request(&unmarked, None, None, true, false).expect("a change");
+        assert_eq!(r.what, "set link x0 alias ovn-bgp-agent");
+        assert!(set_request(&made, None, None, true, false).is_none());
+        assert!(set_request(&unmarked, None, None, false, false).is_none());
     }
 
     #[test]

@@ -1,18 +1,27 @@
 //! The kernel reconciler: dump each object class once, diff against the desired state, apply the
 //! difference pipelined, touching only what [`Ownership`] gives the agent.
+//!
+//! Invalid and conflicting objects are screened out first ([`validate::screen`]) and what the
+//! kernel has under their identities is held. Each class is then planned by its own function
+//! from three inputs: the desired objects of that class, the held identities, and the class's
+//! observed objects. Nothing ties a plan to a full dump, so a later change can plan a delta
+//! from the changed objects and the observed ones under their identities, keeping the full
+//! dump for the periodic drift repair.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ipnet::IpNet;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::RouteProtocol;
 
-use super::conn::{NetlinkConn, Request};
+use super::conn::{NetlinkConn, REQUEST_TIMEOUT, Request};
 use super::netns::{NetnsTarget, NetnsWorker};
-use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl, validate};
+use super::validate::{self, Held};
+use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl};
 use crate::system::{ChangeReport, DesiredSystem, LinkKind, LinkSpec, Ownership, RouteSpec};
 use crate::types::InterfaceName;
 
@@ -25,6 +34,10 @@ pub mod class {
     pub const ROUTES: &str = "routes";
     pub const NEIGHBOURS: &str = "neighbours";
     pub const PROXY_NEIGHBOURS: &str = "proxy_neighbours";
+    /// The kernel's own local routes removed ([`crate::system::LocalRouteSuppression`]).
+    pub const LOCAL_ROUTES: &str = "local_routes";
+    /// Ownership entries refused (a reserved table).
+    pub const OWNERSHIP: &str = "ownership";
 }
 
 /// The namespace thread and the netlink connection opened from it.
@@ -159,7 +172,13 @@ impl Plan {
                     report.count_removed(class, 1)
                 }
                 Err(NetlinkError::Kernel { errno, .. }) => report.error(class, what, errno),
-                Err(e @ NetlinkError::ConnectionClosed(_)) => closed = Some(e),
+                // The session is unusable (closed, timed out, acks lost): stop here, the
+                // next reconcile opens a new one and dumps afresh.
+                Err(e) if e.ends_session() => {
+                    if closed.is_none() {
+                        closed = Some(e)
+                    }
+                }
                 Err(e) => report.error(class, what, e),
             }
         }
@@ -174,15 +193,9 @@ fn already_gone(errno: i32) -> bool {
     )
 }
 
-fn owns_link(ownership: &Ownership, link: &links::ObservedLink) -> bool {
-    ownership
-        .link_names
-        .iter()
-        .any(|p| link.name.starts_with(p.as_str()))
-        && link
-            .kind
-            .as_deref()
-            .is_some_and(|k| links::CREATABLE_KINDS.contains(&k))
+/// See [`links::owned`].
+fn owns_link(ownership: &Ownership, link: &links::ObservedLink, table: &LinkTable) -> bool {
+    links::owned(ownership, link, |i| table.names.get(&i).map(String::as_str))
 }
 
 /// Reconciles links, addresses, rules, routes, neighbours, proxy neighbours and sysctls in one
@@ -192,6 +205,7 @@ pub struct NetlinkReconciler {
     target: NetnsTarget,
     session: Mutex<Option<Arc<Session>>>,
     probes: AtomicU32,
+    request_timeout: Duration,
 }
 
 impl NetlinkReconciler {
@@ -201,7 +215,14 @@ impl NetlinkReconciler {
             target,
             session: Mutex::new(None),
             probes: AtomicU32::new(0),
+            request_timeout: REQUEST_TIMEOUT,
         }
+    }
+
+    /// How long one netlink request may take ([`REQUEST_TIMEOUT`] by default).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
     }
 
     pub fn from_config(linux: &crate::config::LinuxSection) -> Self {
@@ -225,14 +246,16 @@ impl NetlinkReconciler {
         let worker = tokio::task::spawn_blocking(move || NetnsWorker::spawn(target))
             .await
             .map_err(|e| NetlinkError::WorkerGone(e.to_string()))??;
-        let conn = NetlinkConn::open(&worker).await?;
+        let conn = NetlinkConn::open(&worker, self.request_timeout).await?;
         let s = Arc::new(Session { worker, conn });
         *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.clone());
         Ok(s)
     }
 
     fn forget_session_if_closed<T>(&self, r: &Result<T, NetlinkError>) {
-        if let Err(NetlinkError::ConnectionClosed(_)) = r {
+        if let Err(e) = r
+            && e.ends_session()
+        {
             *self.session.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
     }
@@ -265,16 +288,21 @@ impl NetlinkReconciler {
         }
     }
 
-    /// Apply `desired`. An invalid desired state is refused before anything is touched; a
-    /// failing object is reported in [`ChangeReport::errors`] and never stops the others.
+    /// Apply `desired`. An invalid or conflicting object is left out (and what the kernel has
+    /// under its identity left alone, see [`validate::screen`]); it and every object that
+    /// fails are reported in [`ChangeReport::errors`], and never stop the others.
     pub async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, NetlinkError> {
-        let problems = validate::problems(desired);
-        if !problems.is_empty() {
-            return Err(NetlinkError::Rejected { problems });
+        let mut report = ChangeReport::default();
+        let screened = validate::screen(desired);
+        for d in &screened.dropped {
+            report.error(
+                d.class,
+                d.object.clone(),
+                format!("not applied: {}", d.reason),
+            );
         }
         let s = self.session().await?;
-        let mut report = ChangeReport::default();
-        let r = reconcile_in(&s, desired, &mut report).await;
+        let r = reconcile_in(&s, &screened.desired, &screened.held, &mut report).await;
         self.forget_session_if_closed(&r);
         r.map(|()| report)
     }
@@ -311,6 +339,7 @@ async fn dump_links(conn: &NetlinkConn) -> Result<LinkTable, NetlinkError> {
 async fn reconcile_in(
     s: &Session,
     desired: &DesiredSystem,
+    held: &Held,
     report: &mut ChangeReport,
 ) -> Result<(), NetlinkError> {
     let conn = &s.conn;
@@ -384,15 +413,17 @@ async fn reconcile_in(
     let own = &desired.ownership;
     plan_addresses(
         desired,
+        held,
         &table,
         a4.iter().chain(&a6),
         &mut adds,
         &mut removes,
         report,
     );
-    plan_rules(desired, r4.iter().chain(&r6), &mut adds, &mut removes);
+    plan_rules(desired, held, r4.iter().chain(&r6), &mut adds, &mut removes);
     plan_routes(
         desired,
+        held,
         &table,
         route_dump.iter(),
         &mut adds,
@@ -401,6 +432,7 @@ async fn reconcile_in(
     );
     plan_neighbours(
         desired,
+        held,
         &table,
         n4.iter().chain(&n6),
         &mut adds,
@@ -409,6 +441,7 @@ async fn reconcile_in(
     );
     plan_proxies(
         desired,
+        held,
         &table,
         p4.iter().chain(&p6),
         &mut adds,
@@ -420,6 +453,8 @@ async fn reconcile_in(
     adds.apply(conn, report).await?;
     set_up(conn, &table, &up_later, report).await?;
     removes.apply(conn, report).await?;
+    // After the additions: an address added in this run has its local route by now.
+    suppress_local_routes(conn, desired, &table, report).await?;
 
     // Links last: deleting a link takes its addresses, routes and neighbours with it.
     let desired_names: HashSet<&str> = desired
@@ -432,12 +467,14 @@ async fn reconcile_in(
             };
             std::iter::once(l.name.as_str()).chain(peer)
         })
+        // A link dropped from the desired state (invalid, conflicting) is left as it is.
+        .chain(held.links.iter().map(String::as_str))
         .collect();
     let mut link_removes = Plan::default();
     let mut stale: Vec<_> = table
         .by_name
         .values()
-        .filter(|l| owns_link(own, l) && !desired_names.contains(l.name.as_str()))
+        .filter(|l| owns_link(own, l, &table) && !desired_names.contains(l.name.as_str()))
         .collect();
     stale.sort_by_key(|l| l.index);
     let mut gone_peers = HashSet::new();
@@ -577,7 +614,7 @@ async fn set_up(
     let mut sets = Plan::default();
     for name in names {
         if let Some(observed) = table.by_name.get(name.as_str())
-            && let Some(r) = links::set_request(observed, None, None, true)
+            && let Some(r) = links::set_request(observed, None, None, false, true)
         {
             // Part of the link's creation, as in set_link_attributes.
             sets.push(class::LINKS, Op::Uncounted, r);
@@ -620,7 +657,7 @@ async fn create_round(
                     existed.insert(spec.name.to_string());
                     false
                 }
-                Err(why) if owns_link(&desired.ownership, observed) => {
+                Err(why) if owns_link(&desired.ownership, observed, table) => {
                     // The agent's own device with the wrong parameters: recreate it.
                     let delete = links::delete_request(observed.index, spec.name.as_str());
                     match conn.apply_one(delete).await {
@@ -689,7 +726,12 @@ async fn set_link_attributes(
             None => None,
         };
         let up = spec.up && !up_later.contains(spec.name.as_str());
-        if let Some(r) = links::set_request(observed, master, spec.mac, up) {
+        // Created in this run (where the kernel ignored the alias given with the creation),
+        // or the agent's by name or structure but unmarked (created by an older agent or by
+        // upstream's): marked, so it stays recognisable after a restart.
+        let mark =
+            !existed.contains(spec.name.as_str()) || owns_link(&desired.ownership, observed, table);
+        if let Some(r) = links::set_request(observed, master, spec.mac, mark, up) {
             // Setting up a link created in this run is part of its creation, not a change.
             let op = if existed.contains(spec.name.as_str()) {
                 Op::Change
@@ -744,6 +786,7 @@ async fn reconcile_sysctls(
 
 fn plan_addresses<'a>(
     desired: &DesiredSystem,
+    held: &Held,
     table: &LinkTable,
     dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
     adds: &mut Plan,
@@ -778,6 +821,9 @@ fn plan_addresses<'a>(
         .filter(|(_, addr)| addr.prefix_len() == addr.max_prefix_len());
     let owned = table.indexes(&desired.ownership.address_devices);
     for (i, addr) in stale_on_owned(hosts, &owned, &wanted) {
+        if held.addresses.contains(&(table.name_of(i), addr)) {
+            continue;
+        }
         removes.push(
             class::ADDRESSES,
             Op::Remove,
@@ -788,6 +834,7 @@ fn plan_addresses<'a>(
 
 fn plan_rules<'a>(
     desired: &DesiredSystem,
+    held: &Held,
     dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
     adds: &mut Plan,
     removes: &mut Plan,
@@ -806,6 +853,7 @@ fn plan_rules<'a>(
             continue;
         }
         let keep = match &r.spec {
+            Some(spec) if held.rules.contains(spec) => true,
             // A duplicate of a kept rule goes too.
             Some(spec) => desired.rules.contains(spec) && kept.insert(spec.clone()),
             None => false,
@@ -818,6 +866,7 @@ fn plan_rules<'a>(
 
 fn plan_routes<'a>(
     desired: &DesiredSystem,
+    held: &Held,
     table: &LinkTable,
     dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
     adds: &mut Plan,
@@ -906,7 +955,7 @@ fn plan_routes<'a>(
             }
             None => false,
         };
-        if !keep && !replaced.contains(&r.identity) {
+        if !keep && !replaced.contains(&r.identity) && !held.routes.contains(&r.identity) {
             removes.push(class::ROUTES, Op::Remove, routes::delete_request(r));
         }
     }
@@ -914,6 +963,7 @@ fn plan_routes<'a>(
 
 fn plan_neighbours<'a>(
     desired: &DesiredSystem,
+    held: &Held,
     table: &LinkTable,
     dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
     adds: &mut Plan,
@@ -953,6 +1003,9 @@ fn plan_neighbours<'a>(
         .map(|o| (o.index, o.ip));
     let owned = table.indexes(&desired.ownership.neighbour_devices);
     for (i, ip) in stale_on_owned(permanent, &owned, &wanted) {
+        if held.neighbours.contains(&(table.name_of(i), ip)) {
+            continue;
+        }
         removes.push(
             class::NEIGHBOURS,
             Op::Remove,
@@ -963,6 +1016,7 @@ fn plan_neighbours<'a>(
 
 fn plan_proxies<'a>(
     desired: &DesiredSystem,
+    held: &Held,
     table: &LinkTable,
     dump: impl Iterator<Item = &'a rtnetlink::packet_route::RouteNetlinkMessage>,
     adds: &mut Plan,
@@ -993,10 +1047,69 @@ fn plan_proxies<'a>(
     }
     let owned = table.indexes(&desired.ownership.neighbour_devices);
     for (i, ip) in stale_on_owned(observed, &owned, &wanted) {
+        if held.proxy_neighbours.contains(&(table.name_of(i), ip)) {
+            continue;
+        }
         removes.push(
             class::PROXY_NEIGHBOURS,
             Op::Remove,
             neighbours::delete_proxy_request(i, &table.name_of(i), ip),
         );
     }
+}
+
+/// Deletes the kernel's local route of each [`crate::system::LocalRouteSuppression`] that
+/// exists. Its tables are dumped here, after the additions, and not with the agent's tables:
+/// the local table holds one route per address of the host and is read only when a
+/// suppression names it. An IPv6 address whose duplicate address detection is still running
+/// gets its local route later: the next reconcile removes it.
+async fn suppress_local_routes(
+    conn: &NetlinkConn,
+    desired: &DesiredSystem,
+    table: &LinkTable,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    if desired.suppressed_local_routes.is_empty() {
+        return Ok(());
+    }
+    let wanted = table.resolve(
+        &desired.suppressed_local_routes,
+        |l| &l.dev,
+        validate::describe_suppression,
+        class::LOCAL_ROUTES,
+        report,
+    );
+    let mut dumps: BTreeSet<(u32, bool)> = BTreeSet::new();
+    for (_, l) in &wanted {
+        dumps.insert((l.table, l.dst.is_ipv6()));
+    }
+    let mut observed = Vec::new();
+    for (t, v6) in dumps {
+        let family = if v6 {
+            AddressFamily::Inet6
+        } else {
+            AddressFamily::Inet
+        };
+        let what = format!("{} routes of table {t}", if v6 { "ipv6" } else { "ipv4" });
+        match conn.dump(&what, routes::dump_request(family, t)).await {
+            Ok(v) => observed.extend(v.iter().filter_map(routes::parse_local)),
+            Err(NetlinkError::Kernel { errno, .. }) if errno.0 == libc::ENOENT => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let present: HashMap<(u32, IpAddr, u32), &routes::ObservedLocalRoute> = observed
+        .iter()
+        .map(|r| ((r.table, r.dst, r.oif), r))
+        .collect();
+    let mut deletes = Plan::default();
+    for (oif, l) in wanted {
+        if let Some(r) = present.get(&(l.table, l.dst, oif)) {
+            deletes.push(
+                class::LOCAL_ROUTES,
+                Op::Remove,
+                routes::delete_local_request(r, l.dev.as_str()),
+            );
+        }
+    }
+    deletes.apply(conn, report).await
 }

@@ -249,3 +249,82 @@ pub fn delete_request(route: &ObservedRoute) -> Request {
         ),
     }
 }
+
+/// A host route the kernel made for an address of the host: type local, `proto kernel`,
+/// `scope host`, on one device.
+#[derive(Debug, Clone)]
+pub(crate) struct ObservedLocalRoute {
+    pub table: u32,
+    pub dst: IpAddr,
+    pub oif: u32,
+    pub message: RouteMessage,
+}
+
+/// The kernel's local route in `message`, if it is one (anything else is `None`, so nothing
+/// else can be deleted through [`delete_local_request`]).
+pub(crate) fn parse_local(message: &RouteNetlinkMessage) -> Option<ObservedLocalRoute> {
+    let RouteNetlinkMessage::NewRoute(m) = message else {
+        return None;
+    };
+    let h = &m.header;
+    // IPv6 has no route scopes: its local routes are reported with scope universe.
+    let (host_len, scope) = match h.address_family {
+        AddressFamily::Inet => (32, RouteScope::Host),
+        AddressFamily::Inet6 => (128, RouteScope::Universe),
+        _ => return None,
+    };
+    if h.kind != RouteType::Local
+        || h.protocol != RouteProtocol::Kernel
+        || h.scope != scope
+        || h.destination_prefix_length != host_len
+    {
+        return None;
+    }
+    let mut table = u32::from(h.table);
+    let mut dst = None;
+    let mut oif = None;
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(d) => dst = route_ip(d),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            _ => {}
+        }
+    }
+    Some(ObservedLocalRoute {
+        table,
+        dst: dst?,
+        oif: oif?,
+        message: m.clone(),
+    })
+}
+
+/// `ip route del <dst> table <t> proto kernel scope host dev <dev>` (type local): the request
+/// names protocol, scope, type and device, so the kernel deletes nothing else.
+pub(crate) fn delete_local_request(route: &ObservedLocalRoute, dev: &str) -> Request {
+    let src = &route.message;
+    let mut m = RouteMessage::default();
+    m.header.address_family = src.header.address_family;
+    m.header.destination_prefix_length = src.header.destination_prefix_length;
+    m.header.table = src.header.table;
+    m.header.protocol = RouteProtocol::Kernel;
+    m.header.scope = src.header.scope;
+    m.header.kind = RouteType::Local;
+    for a in &src.attributes {
+        match a {
+            RouteAttribute::Table(_)
+            | RouteAttribute::Destination(_)
+            | RouteAttribute::Oif(_)
+            | RouteAttribute::Priority(_) => m.attributes.push(a.clone()),
+            _ => {}
+        }
+    }
+    Request {
+        message: RouteNetlinkMessage::DelRoute(m),
+        flags: 0,
+        what: format!(
+            "delete local route {} dev {dev} table {} proto kernel scope host",
+            route.dst, route.table
+        ),
+    }
+}

@@ -1,12 +1,29 @@
-//! Checks on a whole desired state before anything is applied. Deletions are computed from the
-//! desired state, so dropping one bad object and applying the rest would delete its live
-//! counterpart: an invalid state is refused as a whole.
+//! Screening of a desired state before it is applied: each invalid or conflicting object is
+//! dropped and reported, everything else is applied.
+//!
+//! Deletions are computed from the desired state, so a dropped object would look "no longer
+//! desired" and its live counterpart would be deleted (a route withdrawn because a second
+//! tenant claimed the same prefix). So a dropped object is also *held*: whatever the kernel
+//! has under its identity (the route of that table, destination and metric; the neighbour of
+//! that device and IP; the link of that name...) is neither changed nor deleted until the
+//! conflict is gone.
+//!
+//! The checks are per object (or per identity for conflicts), so screening a delta of a few
+//! objects costs the same as screening them inside a full state.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
-use crate::system::{DesiredSystem, LinkKind, RouteType};
+use ipnet::IpNet;
 
+use crate::system::{
+    DesiredSystem, LinkKind, LinkSpec, LocalRouteSuppression, NeighbourSpec, RouteSpec, RouteType,
+    RuleSpec,
+};
+
+use super::reconciler::class;
+use super::routes::{self, RouteIdentity};
 use super::sysctl;
 
 /// Table numbers the agent never owns or writes to: unspec, default, main, local.
@@ -18,150 +35,430 @@ fn bad_host_ip(ip: IpAddr) -> bool {
     ip.is_unspecified() || ip.is_multicast()
 }
 
-/// Every problem of the desired state, empty when it can be applied.
-pub fn problems(desired: &DesiredSystem) -> Vec<String> {
-    let mut p = Vec::new();
+/// One object left out of the desired state, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    /// Object class, as in [`crate::system::ChangeReport`] (`routes`, `links`, ...).
+    pub class: &'static str,
+    /// The object, e.g. `route 192.0.2.1/32 dev bgp-nic table 200 proto boot scope link`.
+    pub object: String,
+    pub reason: String,
+}
+
+/// Identities of dropped objects: what the kernel has under them is left as it is.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    pub links: HashSet<String>,
+    pub addresses: HashSet<(String, IpNet)>,
+    pub rules: HashSet<RuleSpec>,
+    pub routes: HashSet<RouteIdentity>,
+    pub neighbours: HashSet<(String, IpAddr)>,
+    pub proxy_neighbours: HashSet<(String, IpAddr)>,
+}
+
+/// A desired state without its invalid and conflicting objects.
+pub(crate) struct Screened<'d> {
+    /// Borrowed when nothing was dropped (the usual case: no copy of a large state).
+    pub desired: Cow<'d, DesiredSystem>,
+    pub held: Held,
+    pub dropped: Vec<Dropped>,
+}
+
+/// Drop every invalid object and both (all) sides of every conflict.
+///
+/// Why all sides of a conflict and not the first or the last: the sets are ordered by value,
+/// not by when an object was added, so "the later one" would be an arbitrary winner that can
+/// flip when an unrelated field changes. Dropping every side and holding the identity keeps
+/// what the kernel has (typically the object from before the conflict arose), reports the
+/// conflict under every side's name, and changes nothing until the conflict is resolved.
+pub(crate) fn screen(desired: &DesiredSystem) -> Screened<'_> {
+    let mut s = Screening::default();
+    s.links(&desired.links);
     for t in &desired.ownership.tables {
         if is_reserved_table(*t) {
-            p.push(format!(
-                "ownership of table {t}: reserved table (unspec/default/main/local)"
-            ));
-        }
-    }
-    let mut names = BTreeMap::new();
-    for l in &desired.links {
-        if let Some(prev) = names.insert(l.name.clone(), l) {
-            p.push(format!(
-                "link {} desired twice with different settings ({prev:?} / {l:?})",
-                l.name
-            ));
-        }
-        if l.master.as_ref() == Some(&l.name) {
-            p.push(format!("link {} cannot be its own master", l.name));
-        }
-        match &l.kind {
-            LinkKind::Vrf { table } if is_reserved_table(*table) => {
-                p.push(format!("link {}: vrf table {table} is reserved", l.name))
-            }
-            LinkKind::Vlan { parent, id } => {
-                if !(1..=4094).contains(id) {
-                    p.push(format!("link {}: vlan id {id} outside 1..=4094", l.name));
-                }
-                if parent == &l.name {
-                    p.push(format!("link {}: vlan parent is itself", l.name));
-                }
-            }
-            LinkKind::Vxlan {
-                vni,
-                dstport,
-                local,
-            } => {
-                if !(1..=0xFF_FFFF).contains(vni) {
-                    p.push(format!("link {}: vni {vni} outside 1..=16777215", l.name));
-                }
-                if *dstport == 0 {
-                    p.push(format!("link {}: vxlan dstport 0", l.name));
-                }
-                if local.is_some_and(bad_host_ip) {
-                    p.push(format!(
-                        "link {}: vxlan local {local:?} is not a host address",
-                        l.name
-                    ));
-                }
-            }
-            LinkKind::Veth { peer } if peer == &l.name => {
-                p.push(format!("link {}: veth peer is itself", l.name))
-            }
-            _ => {}
+            s.dropped.push(Dropped {
+                class: class::OWNERSHIP,
+                object: format!("ownership of table {t}"),
+                reason: "reserved table (unspec/default/main/local); not owned".to_owned(),
+            });
+            s.bad_tables.insert(*t);
         }
     }
     for a in &desired.addresses {
         if bad_host_ip(a.addr.addr()) {
-            p.push(format!(
-                "address {} dev {}: not a unicast address",
-                a.addr, a.dev
-            ));
+            s.dropped.push(Dropped {
+                class: class::ADDRESSES,
+                object: format!("address {} dev {}", a.addr, a.dev),
+                reason: "not a unicast address".to_owned(),
+            });
+            s.held.addresses.insert((a.dev.to_string(), a.addr));
         }
     }
     for r in &desired.rules {
-        if is_reserved_table(r.table) {
-            p.push(format!(
-                "rule {:?}: table {} is reserved",
-                r.selector, r.table
-            ));
-        }
-        if r.priority == 0 {
-            p.push(format!(
-                "rule {:?}: priority 0 belongs to the local table rule",
-                r.selector
-            ));
-        }
-    }
-    let mut identities = BTreeMap::new();
-    for r in &desired.routes {
-        let what = format!("route {} table {}", r.dst, r.table);
-        // Two routes the kernel cannot tell apart would replace each other on every reconcile.
-        let metric = r
-            .metric
-            .unwrap_or(if r.dst.addr().is_ipv6() { 1024 } else { 0 });
-        if let Some(prev) = identities.insert((r.table, r.dst.trunc(), metric), r)
-            && prev != r
-        {
-            p.push(format!(
-                "{what}: desired twice with the same metric ({prev:?} / {r:?})"
-            ));
-        }
-        if is_reserved_table(r.table) {
-            p.push(format!("{what}: table is reserved"));
-        }
-        if r.via.is_some_and(|v| v.is_ipv4() != r.dst.addr().is_ipv4()) {
-            p.push(format!("{what}: gateway of the other address family"));
-        }
-        match r.route_type {
-            RouteType::Unreachable if r.via.is_some() || r.dev.is_some() => p.push(format!(
-                "{what}: an unreachable route has no gateway or device"
-            )),
-            RouteType::Unicast if r.via.is_none() && r.dev.is_none() => {
-                p.push(format!("{what}: needs a gateway or a device"))
-            }
-            _ => {}
-        }
-        if r.scope_link && r.via.is_some() {
-            p.push(format!("{what}: scope link with a gateway"));
+        let reason = if is_reserved_table(r.table) {
+            Some(format!("table {} is reserved", r.table))
+        } else if r.priority == 0 {
+            Some("priority 0 belongs to the local table rule".to_owned())
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            s.dropped.push(Dropped {
+                class: class::RULES,
+                object: format!("rule {:?} table {}", r.selector, r.table),
+                reason,
+            });
+            s.held.rules.insert(r.clone());
         }
     }
-    let mut neigh = BTreeMap::new();
-    for n in &desired.neighbours {
-        if bad_host_ip(n.ip) {
-            p.push(format!(
-                "neighbour {} dev {}: not a unicast address",
-                n.ip, n.dev
-            ));
-        }
-        if let Some(prev) = neigh.insert((n.dev.clone(), n.ip), n.lladdr)
-            && prev != n.lladdr
-        {
-            p.push(format!(
-                "neighbour {} dev {}: two MAC addresses ({prev}, {})",
-                n.ip, n.dev, n.lladdr
-            ));
-        }
-    }
+    s.routes(&desired.routes);
+    s.neighbours(&desired.neighbours);
     for n in &desired.proxy_neighbours {
         if bad_host_ip(n.ip) {
-            p.push(format!(
-                "proxy neighbour {} dev {}: not a unicast address",
-                n.ip, n.dev
-            ));
+            s.dropped.push(Dropped {
+                class: class::PROXY_NEIGHBOURS,
+                object: format!("proxy neighbour {} dev {}", n.ip, n.dev),
+                reason: "not a unicast address".to_owned(),
+            });
+            s.held.proxy_neighbours.insert((n.dev.to_string(), n.ip));
         }
     }
     for (k, v) in &desired.sysctls {
-        if let Err(e) = sysctl::key_path(k) {
-            p.push(e.to_string());
-        }
-        if let Err(e) = sysctl::check_value(k, v) {
-            p.push(e.to_string());
+        let problem = sysctl::key_path(k)
+            .err()
+            .or_else(|| sysctl::check_value(k, v).err());
+        if let Some(e) = problem {
+            s.dropped.push(Dropped {
+                class: class::SYSCTLS,
+                object: format!("sysctl {k:?}"),
+                reason: e.to_string(),
+            });
+            s.bad_sysctls.insert(k.clone());
         }
     }
-    p
+    for l in &desired.suppressed_local_routes {
+        let reason = if l.table == 0 {
+            Some("table 0 (unspec) holds no route")
+        } else if bad_host_ip(l.dst) {
+            Some("not a unicast address")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            s.dropped.push(Dropped {
+                class: class::LOCAL_ROUTES,
+                object: describe_suppression(l),
+                reason: reason.to_owned(),
+            });
+            s.bad_local_routes.insert(l.clone());
+        }
+    }
+    s.finish(desired)
+}
+
+pub(crate) fn describe_suppression(l: &LocalRouteSuppression) -> String {
+    format!(
+        "local route {} dev {} table {} proto kernel scope host",
+        l.dst, l.dev, l.table
+    )
+}
+
+#[derive(Default)]
+struct Screening {
+    dropped: Vec<Dropped>,
+    held: Held,
+    bad_tables: BTreeSet<u32>,
+    bad_links: BTreeSet<LinkSpec>,
+    bad_routes: BTreeSet<RouteSpec>,
+    bad_neighbours: BTreeSet<NeighbourSpec>,
+    bad_sysctls: BTreeSet<String>,
+    bad_local_routes: BTreeSet<LocalRouteSuppression>,
+}
+
+impl Screening {
+    fn links(&mut self, links: &BTreeSet<LinkSpec>) {
+        let mut by_name: BTreeMap<&str, Vec<&LinkSpec>> = BTreeMap::new();
+        for l in links {
+            by_name.entry(l.name.as_str()).or_default().push(l);
+        }
+        for (name, specs) in &by_name {
+            if specs.len() > 1 {
+                for l in specs {
+                    self.drop_link(
+                        l,
+                        format!(
+                            "desired {} times with different settings; none is applied, the link {name} is left as it is",
+                            specs.len()
+                        ),
+                    );
+                }
+            }
+        }
+        for l in links {
+            if let Some(reason) = link_problem(l) {
+                self.drop_link(l, reason);
+            }
+        }
+    }
+
+    fn drop_link(&mut self, l: &LinkSpec, reason: String) {
+        if self.bad_links.insert(l.clone()) {
+            self.dropped.push(Dropped {
+                class: class::LINKS,
+                object: format!("link {} ({:?})", l.name, l.kind),
+                reason,
+            });
+            self.held.links.insert(l.name.to_string());
+        }
+    }
+
+    fn routes(&mut self, desired: &BTreeSet<RouteSpec>) {
+        let mut by_identity: BTreeMap<RouteIdentity, Vec<&RouteSpec>> = BTreeMap::new();
+        for r in desired {
+            by_identity
+                .entry(routes::desired_key(r, None).identity)
+                .or_default()
+                .push(r);
+        }
+        // Two routes the kernel cannot tell apart would replace each other on every reconcile.
+        for specs in by_identity.values().filter(|v| v.len() > 1) {
+            for r in specs {
+                let others: Vec<String> = specs
+                    .iter()
+                    .filter(|o| *o != r)
+                    .map(|o| routes::describe(o))
+                    .collect();
+                self.drop_route(
+                    r,
+                    format!(
+                        "conflicts with {} (same table, destination and metric); neither is applied, the kernel's route is left as it is",
+                        others.join(", ")
+                    ),
+                );
+            }
+        }
+        for r in desired {
+            if let Some(reason) = route_problem(r) {
+                self.drop_route(r, reason);
+            }
+        }
+    }
+
+    fn drop_route(&mut self, r: &RouteSpec, reason: String) {
+        if self.bad_routes.insert(r.clone()) {
+            self.dropped.push(Dropped {
+                class: class::ROUTES,
+                object: routes::describe(r),
+                reason,
+            });
+            self.held
+                .routes
+                .insert(routes::desired_key(r, None).identity);
+        }
+    }
+
+    fn neighbours(&mut self, desired: &BTreeSet<NeighbourSpec>) {
+        let mut by_key: BTreeMap<(&str, IpAddr), Vec<&NeighbourSpec>> = BTreeMap::new();
+        for n in desired {
+            by_key.entry((n.dev.as_str(), n.ip)).or_default().push(n);
+        }
+        for specs in by_key.values().filter(|v| v.len() > 1) {
+            let macs: Vec<String> = specs.iter().map(|n| n.lladdr.to_string()).collect();
+            for n in specs {
+                self.drop_neighbour(
+                    n,
+                    format!(
+                        "desired with {} MAC addresses ({}); none is applied, the kernel's entry is left as it is",
+                        specs.len(),
+                        macs.join(", ")
+                    ),
+                );
+            }
+        }
+        for n in desired {
+            if bad_host_ip(n.ip) {
+                self.drop_neighbour(n, "not a unicast address".to_owned());
+            }
+        }
+    }
+
+    fn drop_neighbour(&mut self, n: &NeighbourSpec, reason: String) {
+        if self.bad_neighbours.insert(n.clone()) {
+            self.dropped.push(Dropped {
+                class: class::NEIGHBOURS,
+                object: format!("neighbour {} lladdr {} dev {}", n.ip, n.lladdr, n.dev),
+                reason,
+            });
+            self.held.neighbours.insert((n.dev.to_string(), n.ip));
+        }
+    }
+
+    fn finish(self, desired: &DesiredSystem) -> Screened<'_> {
+        if self.dropped.is_empty() {
+            return Screened {
+                desired: Cow::Borrowed(desired),
+                held: self.held,
+                dropped: self.dropped,
+            };
+        }
+        let mut d = desired.clone();
+        d.ownership.tables.retain(|t| !self.bad_tables.contains(t));
+        d.links.retain(|l| !self.bad_links.contains(l));
+        d.addresses
+            .retain(|a| !self.held.addresses.contains(&(a.dev.to_string(), a.addr)));
+        d.rules.retain(|r| !self.held.rules.contains(r));
+        d.routes.retain(|r| !self.bad_routes.contains(r));
+        d.neighbours.retain(|n| !self.bad_neighbours.contains(n));
+        d.proxy_neighbours.retain(|n| {
+            !self
+                .held
+                .proxy_neighbours
+                .contains(&(n.dev.to_string(), n.ip))
+        });
+        d.sysctls.retain(|k, _| !self.bad_sysctls.contains(k));
+        d.suppressed_local_routes
+            .retain(|l| !self.bad_local_routes.contains(l));
+        Screened {
+            desired: Cow::Owned(d),
+            held: self.held,
+            dropped: self.dropped,
+        }
+    }
+}
+
+fn link_problem(l: &LinkSpec) -> Option<String> {
+    if l.master.as_ref() == Some(&l.name) {
+        return Some("cannot be its own master".to_owned());
+    }
+    match &l.kind {
+        LinkKind::Vrf { table } if is_reserved_table(*table) => {
+            Some(format!("vrf table {table} is reserved"))
+        }
+        LinkKind::Vlan { id, .. } if !(1..=4094).contains(id) => {
+            Some(format!("vlan id {id} outside 1..=4094"))
+        }
+        LinkKind::Vlan { parent, .. } if parent == &l.name => {
+            Some("vlan parent is itself".to_owned())
+        }
+        LinkKind::Vxlan { vni, .. } if !(1..=0xFF_FFFF).contains(vni) => {
+            Some(format!("vni {vni} outside 1..=16777215"))
+        }
+        LinkKind::Vxlan { dstport: 0, .. } => Some("vxlan dstport 0".to_owned()),
+        LinkKind::Vxlan {
+            local: Some(local), ..
+        } if bad_host_ip(*local) => Some(format!("vxlan local {local} is not a host address")),
+        LinkKind::Veth { peer } if peer == &l.name => Some("veth peer is itself".to_owned()),
+        _ => None,
+    }
+}
+
+fn route_problem(r: &RouteSpec) -> Option<String> {
+    if is_reserved_table(r.table) {
+        return Some("table is reserved".to_owned());
+    }
+    if r.via.is_some_and(|v| v.is_ipv4() != r.dst.addr().is_ipv4()) {
+        return Some("gateway of the other address family".to_owned());
+    }
+    match r.route_type {
+        RouteType::Unreachable if r.via.is_some() || r.dev.is_some() => {
+            return Some("an unreachable route has no gateway or device".to_owned());
+        }
+        RouteType::Unicast if r.via.is_none() && r.dev.is_none() => {
+            return Some("needs a gateway or a device".to_owned());
+        }
+        _ => {}
+    }
+    if r.scope_link && r.via.is_some() {
+        return Some("scope link with a gateway".to_owned());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::AddressSpec;
+    use crate::types::InterfaceName;
+
+    fn name(s: &str) -> InterfaceName {
+        InterfaceName::new(s).unwrap()
+    }
+
+    fn route(dst: &str, dev: &str) -> RouteSpec {
+        RouteSpec {
+            table: 200,
+            dst: dst.parse().unwrap(),
+            route_type: RouteType::Unicast,
+            via: None,
+            dev: Some(name(dev)),
+            scope_link: true,
+            metric: None,
+        }
+    }
+
+    #[test]
+    fn a_valid_state_is_borrowed_and_nothing_is_held() {
+        let mut d = DesiredSystem::default();
+        d.routes.insert(route("192.0.2.1/32", "br-ex"));
+        d.addresses.insert(AddressSpec {
+            dev: name("bgp-nic"),
+            addr: "192.0.2.1/32".parse().unwrap(),
+        });
+        let s = screen(&d);
+        assert!(matches!(s.desired, Cow::Borrowed(_)));
+        assert!(s.dropped.is_empty() && s.held.routes.is_empty());
+    }
+
+    #[test]
+    fn every_side_of_a_conflict_is_dropped_and_held_the_rest_kept() {
+        let mut d = DesiredSystem::default();
+        d.routes.insert(route("192.0.2.1/32", "br-ex"));
+        d.routes.insert(route("192.0.2.1/32", "br-vlan"));
+        d.routes.insert(route("192.0.2.2/32", "br-ex"));
+        for mac in ["02:00:00:00:00:01", "02:00:00:00:00:02"] {
+            d.neighbours.insert(NeighbourSpec {
+                dev: name("br-ex"),
+                ip: "192.0.2.9".parse().unwrap(),
+                lladdr: mac.parse().unwrap(),
+            });
+        }
+        d.addresses.insert(AddressSpec {
+            dev: name("bgp-nic"),
+            addr: "224.0.0.5/32".parse().unwrap(),
+        });
+        d.ownership.tables.extend([200, 254]);
+        let s = screen(&d);
+        let classes: Vec<&str> = s.dropped.iter().map(|p| p.class).collect();
+        assert_eq!(
+            classes,
+            [
+                "ownership",
+                "addresses",
+                "routes",
+                "routes",
+                "neighbours",
+                "neighbours"
+            ],
+            "{:#?}",
+            s.dropped
+        );
+        assert!(
+            s.dropped[2].reason.contains("dev br-vlan"),
+            "each side names the other: {}",
+            s.dropped[2].reason
+        );
+        let kept = &s.desired;
+        assert_eq!(
+            kept.routes.iter().collect::<Vec<_>>(),
+            [&route("192.0.2.2/32", "br-ex")]
+        );
+        assert!(kept.neighbours.is_empty() && kept.addresses.is_empty());
+        assert_eq!(kept.ownership.tables, [200].into());
+        assert_eq!(s.held.routes.len(), 1);
+        assert!(
+            s.held
+                .neighbours
+                .contains(&("br-ex".to_owned(), "192.0.2.9".parse().unwrap()))
+        );
+    }
 }
