@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+pub use crate::caps::frr::objects::{FrrObject, FrrObjectKey};
 use crate::types::{InterfaceName, MacAddr};
 
 /// Kind of a link the agent creates. The VRF and the NIC kinds are configurable because some
@@ -165,7 +166,12 @@ pub struct DesiredSystem {
     pub sysctls: BTreeMap<String, String>,
     pub flows: BTreeSet<PortFlowSpec>,
     /// FRR configuration snippets to keep applied, already rendered from validated values.
+    /// Never undone when they go away (see [`Self::frr_objects`] for objects that are).
     pub frr: Vec<String>,
+    /// FRR objects (EVPN VRF stanzas, ND prefixes) with their removal: an object the agent
+    /// created that is no longer desired is removed; objects it did not create never are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub frr_objects: BTreeMap<FrrObjectKey, FrrObject>,
     pub ownership: Ownership,
 }
 
