@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 pub use crate::caps::frr::objects::{FrrObject, FrrObjectKey};
+pub use crate::caps::local_nb::{LocalNbDesired, NbAtom, NbParent, NbRow, NbRowId, NbValue};
 use crate::types::{InterfaceName, MacAddr};
 
 /// Kind of a link the agent creates. The VRF and the NIC kinds are configurable because some
@@ -172,6 +173,10 @@ pub struct DesiredSystem {
     /// created that is no longer desired is removed; objects it did not create never are.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub frr_objects: BTreeMap<FrrObjectKey, FrrObject>,
+    /// Rows of the node-local OVN Northbound (the `ovn` method); `None`: the agent does not
+    /// manage that database (its rows there are left as they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_nb: Option<LocalNbDesired>,
     pub ownership: Ownership,
 }
 

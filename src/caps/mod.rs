@@ -9,6 +9,7 @@
 //! [`SystemReconciler`] is what applies a backend's [`DesiredSystem`].
 
 pub mod frr;
+pub mod local_nb;
 pub mod netlink;
 pub mod ovs;
 pub mod ovsdb;
