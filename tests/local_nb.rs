@@ -2,13 +2,24 @@
 //! `ovn` exposing method writes (§2), ownership by `external_ids` marker, repair of edits,
 //! deletion of rows no longer desired, rows of others left alone.
 
+mod netlink_support;
 mod ovsdb_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use ovn_bgp_agent::caps::SystemReconciler;
+use ovn_bgp_agent::caps::frr::{
+    AddVrf, FrrObject, FrrObjects, Redistribute, RouteDistinguisher, Vni, Vtysh, VtyshConfigurator,
+    VtyshOptions,
+};
 use ovn_bgp_agent::caps::local_nb::LocalNb;
+use ovn_bgp_agent::caps::netlink::NetlinkReconciler;
 use ovn_bgp_agent::caps::ovsdb::ClientConfig;
+use ovn_bgp_agent::caps::reconcile::CompositeReconciler;
+use ovn_bgp_agent::system::DesiredSystem;
 use ovn_bgp_agent::system::{LocalNbDesired, NbAtom, NbParent, NbRow, NbRowId, NbValue};
 use ovsdb_support::{NB_SCHEMA, OvsdbServer, run};
 
@@ -445,4 +456,59 @@ async fn local_nb_rows_are_owned_repaired_and_removed() {
         ""
     );
     assert_eq!(foreign_state(&server), foreign_before);
+}
+
+/// Through the composite reconciler: the two new classes are reported under their names, and
+/// FRR being unreachable does not stop the local NB rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_reports_frr_objects_and_local_nb_classes() {
+    let ns = netlink_support::TestNetns::new();
+    let server = OvsdbServer::standalone(NB_SCHEMA, "localnbc");
+    let config = ClientConfig::new(&server.unix_remote(), "OVN_Northbound").unwrap();
+    let nb = tokio::time::timeout(Duration::from_secs(20), LocalNb::connect(config))
+        .await
+        .expect("connect in time")
+        .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let frr = Arc::new(VtyshConfigurator::new(Vtysh::new(VtyshOptions {
+        vtysh_path: "/usr/bin/vtysh".into(),
+        vty_socket_dir: state.path().join("no-frr-here"),
+        timeout: Duration::from_secs(5),
+    })));
+    let mut linux = ovn_bgp_agent::config::AgentConfig::default().linux;
+    linux.netns = Some(ns.name.clone());
+    let composite =
+        CompositeReconciler::new(Arc::new(NetlinkReconciler::from_config(&linux)), None, None)
+            .with_frr_objects(Arc::new(FrrObjects::new(
+                frr,
+                state.path().join("frr-objects.json"),
+            )))
+            .with_local_nb(Arc::new(nb));
+
+    let vni = Vni::new(100).unwrap();
+    let add = AddVrf {
+        bgp_as: "64999".parse().unwrap(),
+        vrf_name: AddVrf::default_vrf_name(vni),
+        vni,
+        rd: RouteDistinguisher::from_vtep("10.0.0.1".parse().unwrap(), vni).unwrap(),
+        route_targets: vec![],
+        export_targets: vec![],
+        import_targets: vec![],
+        redistribute: [Redistribute::Connected].into(),
+    };
+    let rows = desired(true, true);
+    let system = DesiredSystem {
+        frr_objects: [FrrObject::evpn_vrf(&add).unwrap()].into(),
+        local_nb: Some(rows.clone()),
+        ..Default::default()
+    };
+    let report = composite.reconcile(&system).await.unwrap();
+    assert_eq!(
+        report.added.get("local_nb"),
+        Some(&rows.rows.len()),
+        "{report:?}"
+    );
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert_eq!(report.errors[0].class, "frr_objects", "{report:?}");
+    assert!(report.errors[0].error.contains("no-frr-here"), "{report:?}");
 }
