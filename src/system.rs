@@ -10,6 +10,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+pub use crate::caps::frr::objects::{FrrObject, FrrObjectKey};
+pub use crate::caps::local_nb::{LocalNbDesired, NbAtom, NbParent, NbRow, NbRowId, NbValue};
 use crate::types::{InterfaceName, MacAddr};
 
 /// Kind of a link the agent creates. The VRF and the NIC kinds are configurable because some
@@ -207,7 +209,16 @@ pub struct DesiredSystem {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub suppressed_local_routes: BTreeSet<LocalRouteSuppression>,
     /// FRR configuration snippets to keep applied, already rendered from validated values.
+    /// Never undone when they go away (see [`Self::frr_objects`] for objects that are).
     pub frr: Vec<String>,
+    /// FRR objects (EVPN VRF stanzas, ND prefixes) with their removal: an object the agent
+    /// created that is no longer desired is removed; objects it did not create never are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub frr_objects: BTreeMap<FrrObjectKey, FrrObject>,
+    /// Rows of the node-local OVN Northbound (the `ovn` method); `None`: the agent does not
+    /// manage that database (its rows there are left as they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_nb: Option<LocalNbDesired>,
     pub ownership: Ownership,
 }
 

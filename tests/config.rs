@@ -166,6 +166,7 @@ fn upstream_conf_with_every_option_is_read() {
     assert_eq!(c.frr.vtysh_path, "/usr/local/bin/vtysh");
     assert_eq!(c.frr.vty_socket_dir, "/run/frr-test/");
     assert_eq!(c.frr.vtysh_timeout, 10);
+    assert_eq!(c.frr.state_file, "/var/lib/oba-test/frr-objects.json");
     assert_eq!(c.ovs.ovs_rundir, "/run/ovs-test");
     assert_eq!(c.ovs.ovs_vsctl_path, "/usr/local/bin/ovs-vsctl");
     assert_eq!(c.ovs.ovs_ofctl_path, "/usr/local/bin/ovs-ofctl");

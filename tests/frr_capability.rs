@@ -4,17 +4,20 @@
 
 mod frrovs_support;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use frrovs_support::{FrrNode, Netns, require, shared_tempdir, unique_tag, wait_for};
 use ovn_bgp_agent::caps::FrrConfigurator;
 use ovn_bgp_agent::caps::frr::vtysh::BgpRib;
 use ovn_bgp_agent::caps::frr::{
-    AddVrf, Asn, DelVrf, FrrError, FrrSnippet, LeakVrf, NicRedistribute, Redistribute,
-    RouteDistinguisher, RouteTarget, ShowQuery, Vni, Vtysh, VtyshConfigurator, VtyshOptions,
-    default_redistribute, leak_vrf_from_config,
+    AddVrf, Asn, ConfigureNd, DelVrf, FrrError, FrrObject, FrrObjectKey, FrrObjects, FrrSnippet,
+    LeakVrf, NicRedistribute, Redistribute, RouteDistinguisher, RouteTarget, ShowQuery, Vni, Vtysh,
+    VtyshConfigurator, VtyshOptions, default_redistribute, leak_vrf_from_config,
 };
+use ovn_bgp_agent::system::ChangeReport;
 use ovn_bgp_agent::types::InterfaceName;
 
 const CHASSIS_AS: &str = "64999";
@@ -461,4 +464,217 @@ async fn hung_vtysh_is_killed_at_the_timeout() {
             std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
         (stat.is_empty() || stat.contains(") Z")).then_some(())
     });
+}
+
+fn evpn_vrf(vni: u32) -> AddVrf {
+    let vni = Vni::new(vni).unwrap();
+    AddVrf {
+        bgp_as: asn(),
+        vrf_name: AddVrf::default_vrf_name(vni),
+        vni,
+        rd: RouteDistinguisher::from_vtep("10.0.0.1".parse().unwrap(), vni).unwrap(),
+        route_targets: vec![format!("64999:{vni}").parse().unwrap()],
+        export_targets: vec![],
+        import_targets: vec![],
+        redistribute: [Redistribute::Connected, Redistribute::Kernel].into(),
+    }
+}
+
+fn evpn_objects(vnis: &[u32]) -> BTreeMap<FrrObjectKey, FrrObject> {
+    vnis.iter()
+        .map(|vni| FrrObject::evpn_vrf(&evpn_vrf(*vni)).unwrap())
+        .collect()
+}
+
+/// VRF names with a BGP instance (`show bgp vrf all json`: one key per instance).
+fn bgp_vrfs(node: &FrrNode) -> Vec<String> {
+    let json: serde_json::Value =
+        serde_json::from_str(&node.vtysh_cmd("show bgp vrf all json")).unwrap();
+    json.as_object().unwrap().keys().cloned().collect()
+}
+
+fn has_line(running: &str, line: &str) -> bool {
+    running.lines().any(|l| l.trim() == line)
+}
+
+fn count(report: &ChangeReport, which: &str) -> usize {
+    let map = match which {
+        "added" => &report.added,
+        "changed" => &report.changed,
+        _ => &report.removed,
+    };
+    map.get("frr_objects").copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frr_objects_are_diffed_and_only_the_agents_are_removed() {
+    let mut lab = Lab::start(false);
+    let state_dir = tempfile::tempdir().unwrap();
+    let state_file = state_dir.path().join("lib/frr-objects.json");
+    let configurator = Arc::new(lab.configurator());
+    let objects = FrrObjects::new(configurator.clone(), &state_file);
+
+    // An operator's own EVPN VRF, configured by hand: never the agent's to remove.
+    let socket_dir = lab.chassis.dir.to_str().unwrap().to_owned();
+    frrovs_support::run(
+        frrovs_support::VTYSH,
+        &[
+            "--vty_socket",
+            &socket_dir,
+            "-c",
+            "configure terminal",
+            "-c",
+            "vrf vrf-300",
+            "-c",
+            "vni 300",
+            "-c",
+            "exit-vrf",
+            "-c",
+            "router bgp 64999 vrf vrf-300",
+        ],
+    );
+
+    let report = objects.reconcile(&evpn_objects(&[100, 200])).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "added"), 2, "{report:?}");
+    let running = lab.chassis.running_config();
+    for line in [
+        "vrf vrf-100",
+        "vni 100",
+        "vrf vrf-200",
+        "vni 200",
+        "router bgp 64999 vrf vrf-100",
+        "router bgp 64999 vrf vrf-200",
+        "rd 10.0.0.1:200",
+    ] {
+        assert!(has_line(&running, line), "{line} missing:\n{running}");
+    }
+    let vrfs = bgp_vrfs(&lab.chassis);
+    for vrf in ["vrf-100", "vrf-200", "vrf-300"] {
+        assert!(vrfs.contains(&vrf.to_owned()), "{vrfs:?}");
+    }
+    // Ownership is on disk, private, and lists only the agent's objects.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&state_file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let text = std::fs::read_to_string(&state_file).unwrap();
+        assert!(
+            text.contains("vrf vrf-100") && text.contains("vrf vrf-200"),
+            "{text}"
+        );
+        assert!(!text.contains("vrf-300"), "{text}");
+    }
+
+    // Nothing changed: no vtysh run, nothing reported.
+    let report = objects.reconcile(&evpn_objects(&[100, 200])).await;
+    assert!(report.is_noop(), "{report:?}");
+
+    // vrf-200 no longer desired: its stanza goes, the hand-made vrf-300 stays.
+    let report = objects.reconcile(&evpn_objects(&[100])).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "removed"), 1, "{report:?}");
+    assert_eq!(report.total_changes(), 1, "{report:?}");
+    let running = lab.chassis.running_config();
+    assert!(!running.contains("vrf-200"), "{running}");
+    assert!(has_line(&running, "vrf vrf-100"), "{running}");
+    assert!(has_line(&running, "vrf vrf-300"), "{running}");
+    assert!(
+        has_line(&running, "router bgp 64999 vrf vrf-300"),
+        "{running}"
+    );
+    let vrfs = bgp_vrfs(&lab.chassis);
+    assert!(!vrfs.contains(&"vrf-200".to_owned()), "{vrfs:?}");
+
+    // An agent restart: a new reconciler reading the same file still removes what the old one
+    // created, and still leaves vrf-300 alone.
+    drop(objects);
+    let objects = FrrObjects::new(configurator.clone(), &state_file);
+    assert_eq!(
+        objects.owned_keys().await,
+        [FrrObjectKey::vrf(&AddVrf::default_vrf_name(
+            Vni::new(100).unwrap()
+        ))]
+    );
+    let report = objects.reconcile(&BTreeMap::new()).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "removed"), 1, "{report:?}");
+    let running = lab.chassis.running_config();
+    assert!(!running.contains("vrf-100"), "{running}");
+    assert!(has_line(&running, "vrf vrf-300"), "{running}");
+    assert!(objects.owned_keys().await.is_empty());
+    assert!(objects.reconcile(&BTreeMap::new()).await.is_noop());
+
+    // FRR restarted from its own file: the agent's objects are gone and re-applied at the next
+    // reconcile (the vty-socket fingerprint changed), then it is quiet again.
+    let report = objects.reconcile(&evpn_objects(&[100])).await;
+    assert_eq!(count(&report, "added"), 1, "{report:?}");
+    lab.chassis.restart();
+    assert!(!lab.chassis.running_config().contains("vrf-100"));
+    let report = objects.reconcile(&evpn_objects(&[100])).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "changed"), 1, "{report:?}");
+    assert!(has_line(&lab.chassis.running_config(), "vrf vrf-100"));
+    assert!(objects.reconcile(&evpn_objects(&[100])).await.is_noop());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frr_nd_object_is_applied_and_removed() {
+    let lab = Lab::start(false);
+    let state_dir = tempfile::tempdir().unwrap();
+    let objects = FrrObjects::new(
+        Arc::new(lab.configurator()),
+        state_dir.path().join("frr-objects.json"),
+    );
+    let nd = ConfigureNd {
+        interface: InterfaceName::new("bgp-nic").unwrap(),
+        managed_config: true,
+        dns_servers: vec!["2001:db8::53".parse().unwrap()],
+        prefix: "2001:db8:1::/64".parse().unwrap(),
+        autoconfig: false,
+    };
+    let desired: BTreeMap<_, _> = [FrrObject::nd(&nd).unwrap()].into();
+    let report = objects.reconcile(&desired).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    let running = lab.chassis.running_config();
+    assert!(
+        has_line(&running, "ipv6 nd prefix 2001:db8:1::/64 no-autoconfig"),
+        "{running}"
+    );
+    assert!(
+        has_line(&running, "ipv6 nd rdnss 2001:db8::53"),
+        "{running}"
+    );
+
+    let report = objects.reconcile(&BTreeMap::new()).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "removed"), 1, "{report:?}");
+    let running = lab.chassis.running_config();
+    assert!(!running.contains("2001:db8:1::/64"), "{running}");
+    assert!(!running.contains("rdnss"), "{running}");
+    assert!(!running.contains("managed-config-flag"), "{running}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_frr_object_state_never_reaches_vtysh() {
+    let lab = Lab::start(false);
+    let before = lab.chassis.running_config();
+    let state_dir = tempfile::tempdir().unwrap();
+    let state_file = state_dir.path().join("frr-objects.json");
+    // A record whose removal smuggles a carriage return (a second command for vtysh's parser).
+    std::fs::write(
+        &state_file,
+        r#"{"version":1,"objects":{"vrf vrf-9":{"remove":"no router bgp 64999\r\n"}}}"#,
+    )
+    .unwrap();
+    let objects = FrrObjects::new(Arc::new(lab.configurator()), &state_file);
+    let report = objects.reconcile(&BTreeMap::new()).await;
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(
+        report.errors[0].error.contains("only printable ASCII"),
+        "{report:?}"
+    );
+    assert_eq!(lab.chassis.running_config(), before);
+    // Kept (and retried), not silently forgotten.
+    assert_eq!(objects.owned_keys().await.len(), 1);
 }

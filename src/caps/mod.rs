@@ -9,6 +9,7 @@
 //! [`SystemReconciler`] is what applies a backend's [`DesiredSystem`].
 
 pub mod frr;
+pub mod local_nb;
 pub mod netlink;
 pub mod ovs;
 pub mod ovsdb;
@@ -128,11 +129,15 @@ impl Capabilities {
         let netlink = Arc::new(netlink::NetlinkReconciler::from_config(&config.linux));
         let ovs_flows = Arc::new(ovs::reconciler::OvsFlows::from_config(config));
         let frr = Arc::new(frr::configurator::VtyshConfigurator::from_config(config));
+        // The state file is read on the first reconcile and written only when the agent
+        // creates or removes an FRR object: a backend without FRR objects never touches it.
+        let frr_objects = Arc::new(frr::FrrObjects::from_config(config, frr.clone()));
         let composite = reconcile::CompositeReconciler::new(
             netlink.clone(),
             Some(ovs_flows.clone() as Arc<dyn FlowReconciler>),
             Some(frr.clone() as Arc<dyn FrrConfigurator>),
         )
+        .with_frr_objects(frr_objects)
         .with_flow_check_running();
         Self {
             reconciler: Arc::new(composite),

@@ -15,11 +15,15 @@ use crate::system::{ChangeReport, DesiredSystem};
 
 pub const FLOWS: &str = "flows";
 pub const FRR: &str = "frr";
+pub const FRR_OBJECTS: &str = super::frr::objects::CLASS;
+pub const LOCAL_NB: &str = super::local_nb::CLASS;
 
 pub struct CompositeReconciler {
     kernel: Arc<NetlinkReconciler>,
     flows: Option<Arc<dyn FlowReconciler>>,
     frr: Option<Arc<dyn FrrConfigurator>>,
+    frr_objects: Option<Arc<super::frr::FrrObjects>>,
+    local_nb: Option<Arc<super::local_nb::LocalNb>>,
     /// When a periodic flow check runs beside this reconciler (the agent's case), a flow set
     /// equal to the last one applied without error is not re-checked on every reconcile: that
     /// saves an `ovs-vsctl` and an `ovs-ofctl dump-flows` per bridge on every OVSDB event, and
@@ -43,9 +47,23 @@ impl CompositeReconciler {
             kernel,
             flows,
             frr,
+            frr_objects: None,
+            local_nb: None,
             skip_unchanged_flows: false,
             last_flows: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Adds the FRR object class ([`DesiredSystem::frr_objects`]).
+    pub fn with_frr_objects(mut self, objects: Arc<super::frr::FrrObjects>) -> Self {
+        self.frr_objects = Some(objects);
+        self
+    }
+
+    /// Adds the node-local NB class ([`DesiredSystem::local_nb`]).
+    pub fn with_local_nb(mut self, local_nb: Arc<super::local_nb::LocalNb>) -> Self {
+        self.local_nb = Some(local_nb);
+        self
     }
 
     /// See [`CompositeReconciler::skip_unchanged_flows`]: only with a periodic flow check.
@@ -123,6 +141,28 @@ impl SystemReconciler for CompositeReconciler {
                 "not configured",
             ),
             None => {}
+        }
+
+        // After the kernel part: a VRF device the agent deleted there makes FRR accept
+        // `no vrf` (FRR refuses to delete an active VRF).
+        match &self.frr_objects {
+            Some(objects) => report.merge(objects.reconcile(&desired.frr_objects).await),
+            None if !desired.frr_objects.is_empty() => report.error(
+                FRR_OBJECTS,
+                format!("{} FRR objects", desired.frr_objects.len()),
+                "not configured",
+            ),
+            None => {}
+        }
+
+        match (&self.local_nb, &desired.local_nb) {
+            (Some(nb), Some(rows)) => report.merge(nb.reconcile(rows).await),
+            (None, Some(rows)) if !rows.rows.is_empty() => report.error(
+                LOCAL_NB,
+                format!("{} local NB rows", rows.rows.len()),
+                "not configured",
+            ),
+            _ => {}
         }
         Ok(report)
     }

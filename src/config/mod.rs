@@ -182,6 +182,9 @@ pub struct FrrSection {
     pub vty_socket_dir: String,
     /// Seconds one vtysh invocation may take.
     pub vtysh_timeout: u64,
+    /// Where the FRR objects the agent created (and how to remove them) are recorded, so that
+    /// ownership survives an agent restart.
+    pub state_file: String,
 }
 
 impl Default for FrrSection {
@@ -190,6 +193,7 @@ impl Default for FrrSection {
             vtysh_path: "/usr/bin/vtysh".to_owned(),
             vty_socket_dir: "/run/frr/".to_owned(),
             vtysh_timeout: 30,
+            state_file: "/var/lib/ovn-bgp-agent/frr-objects.json".to_owned(),
         }
     }
 }

@@ -355,6 +355,12 @@ pub static OPTIONS: &[OptSpec] = &[
         SECONDS,
         "Seconds one vtysh invocation may take.",
     )),
+    new(opt(
+        "frr",
+        "state_file",
+        OptType::Path,
+        "File recording the FRR objects (VRF stanzas, ND interfaces) the agent created, so it removes only those, also after a restart.",
+    )),
     // [ovs] (new)
     new(opt(
         "ovs",

@@ -200,6 +200,15 @@ impl VtyshConfigurator {
         Ok(pending.len())
     }
 
+    /// Runs `vtysh -f` with `config`, serialised with the other applies of this configurator
+    /// (two concurrent configuration sessions could interleave). Does not touch the record of
+    /// applied snippets.
+    pub(crate) async fn apply_serialised(&self, config: &str) -> Result<(), FrrError> {
+        check_snippet(0, config)?;
+        let _serialised = self.applied.lock().await;
+        self.vtysh.apply(config).await
+    }
+
     /// Re-runs [`Self::ensure_applied`] with the last requested snippets every `interval`
     /// (upstream's `frr_reconcile_interval`, 15 s): an FRR restart is noticed by the (free)
     /// fingerprint check and the configuration re-applied, whatever the rest of the agent is
@@ -251,7 +260,7 @@ fn existing_removals(removal: &str, running: &str) -> Vec<String> {
 
 /// Snippets are rendered from validated values; this is the last line of defence against a
 /// snippet built some other way: only printable ASCII and newlines reach vtysh.
-fn check_snippet(index: usize, snippet: &str) -> Result<(), FrrError> {
+pub(crate) fn check_snippet(index: usize, snippet: &str) -> Result<(), FrrError> {
     if let Some(bad) = snippet
         .chars()
         .find(|c| !(*c == '\n' || (' '..='~').contains(c)))

@@ -4,6 +4,7 @@
 
 pub mod base;
 pub mod configurator;
+pub mod objects;
 pub mod templates;
 pub mod values;
 pub mod vtysh;
@@ -13,8 +14,9 @@ use std::process::ExitStatus;
 
 pub use base::{default_redistribute, leak_vrf_from_config};
 pub use configurator::{FrrFingerprint, VtyshConfigurator};
+pub use objects::{FrrObject, FrrObjectKey, FrrObjects};
 pub use templates::{
-    AddVrf, ConfigureNd, DelVrf, FrrSnippet, LeakVrf, NicRedistribute, RenderError,
+    AddVrf, ConfigureNd, DelVrf, FrrSnippet, LeakVrf, NicRedistribute, RenderError, UnconfigureNd,
 };
 pub use values::{
     Asn, ExtCommunityValue, FrrValueError, Redistribute, RouteDistinguisher, RouteTarget, RouterId,

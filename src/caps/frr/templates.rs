@@ -109,6 +109,21 @@ interface {{ intf }}
 exit
 ";
 
+// Undoes CONFIGURE_ND inside the interface block (the interface itself may still exist in the
+// kernel, so `no interface` would be refused): RAs off again, the prefix and the flags withdrawn.
+const UNCONFIGURE_ND: &str = "\
+interface {{ intf }}
+ ipv6 nd suppress-ra
+{% if managed_config %}
+ no ipv6 nd managed-config-flag
+{% endif %}
+{% for server in dns_servers %}
+ no ipv6 nd rdnss {{ server }}
+{% endfor %}
+ no ipv6 nd prefix {{ prefix }}
+exit
+";
+
 const NIC_REDISTRIBUTE: &str = "\
 route-map {{ route_map }} permit 10
  match interface {{ nic }}
@@ -143,6 +158,7 @@ fn environment() -> &'static Environment<'static> {
             ("add_vrf", ADD_VRF),
             ("del_vrf", DEL_VRF),
             ("configure_nd", CONFIGURE_ND),
+            ("unconfigure_nd", UNCONFIGURE_ND),
             ("nic_redistribute", NIC_REDISTRIBUTE),
         ] {
             env.add_template(name, source)
@@ -288,6 +304,26 @@ impl FrrSnippet for ConfigureNd {
                 dns_servers => strings(&self.dns_servers),
                 prefix => self.prefix.to_string(),
                 autoconfig => self.autoconfig,
+            },
+        )
+    }
+}
+
+/// The removal of a [`ConfigureNd`]: router advertisements suppressed again and the prefix,
+/// DNS servers and managed flag withdrawn, leaving the interface itself alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnconfigureNd(pub ConfigureNd);
+
+impl FrrSnippet for UnconfigureNd {
+    fn render(&self) -> Result<String, RenderError> {
+        let nd = &self.0;
+        render(
+            "unconfigure_nd",
+            minijinja::context! {
+                intf => nd.interface.as_str(),
+                managed_config => nd.managed_config,
+                dns_servers => strings(&nd.dns_servers),
+                prefix => nd.prefix.to_string(),
             },
         )
     }
@@ -443,6 +479,22 @@ router bgp 64999 vrf vrf-1001
         assert_eq!(
             slaac.render().unwrap(),
             "interface vrfabcdef12-34\n ipv6 nd prefix 2001:db8:1::/64\n no ipv6 nd suppress-ra\nexit\n"
+        );
+    }
+
+    #[test]
+    fn unconfigure_nd_golden() {
+        let nd = ConfigureNd {
+            interface: InterfaceName::new("vrfabcdef12-34").unwrap(),
+            managed_config: true,
+            dns_servers: vec!["2001:db8::53".parse().unwrap()],
+            prefix: "2001:db8:1::/64".parse().unwrap(),
+            autoconfig: false,
+        };
+        assert_eq!(
+            UnconfigureNd(nd).render().unwrap(),
+            "interface vrfabcdef12-34\n ipv6 nd suppress-ra\n no ipv6 nd managed-config-flag\n \
+             no ipv6 nd rdnss 2001:db8::53\n no ipv6 nd prefix 2001:db8:1::/64\nexit\n"
         );
     }
 
