@@ -1,25 +1,35 @@
-//! The composite reconciler behind [`SystemReconciler`]: the kernel part through netlink, then
-//! the flows, then FRR, each class reported in one [`ChangeReport`].
+//! The composite reconciler behind [`SystemReconciler`]: OVS ports, the kernel part through
+//! netlink, then the flows, the static FDB entries, then FRR, each class reported in one
+//! [`ChangeReport`].
 //!
-//! Order matters: links must exist before OVS ports and FRR interfaces refer to them. A class
-//! that fails as a whole (FRR unreachable, OVS down) is reported as an error of that class; the
-//! other classes are still applied.
+//! Order matters: OVS creates the devices of internal ports, which the kernel part then enslaves
+//! to a VRF and sets up, so OVS ports go first (a system port whose veth does not exist yet is
+//! fine for OVS: it gets its ofport once the kernel part creates the veth). Links must exist
+//! before flows and FRR interfaces refer to them; flows and FDB entries need the ports' ofports.
+//! A class that fails as a whole (FRR unreachable, OVS down) is reported as an error of that
+//! class; the other classes are still applied.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::netlink::{NetlinkError, NetlinkReconciler};
-use super::{CapError, FlowReconciler, FrrConfigurator, SystemReconciler};
+use super::{
+    CapError, FdbReconciler, FlowReconciler, FrrConfigurator, OvsPortReconciler, SystemReconciler,
+};
 use crate::system::{ChangeReport, DesiredSystem};
 
 pub const FLOWS: &str = "flows";
 pub const FRR: &str = "frr";
+pub const OVS_PORTS: &str = "ovs_ports";
+pub const FDB: &str = "fdb";
 
 pub struct CompositeReconciler {
     kernel: Arc<NetlinkReconciler>,
     flows: Option<Arc<dyn FlowReconciler>>,
     frr: Option<Arc<dyn FrrConfigurator>>,
+    ovs_ports: Option<Arc<dyn OvsPortReconciler>>,
+    fdb: Option<Arc<dyn FdbReconciler>>,
     /// When a periodic flow check runs beside this reconciler (the agent's case), a flow set
     /// equal to the last one applied without error is not re-checked on every reconcile: that
     /// saves an `ovs-vsctl` and an `ovs-ofctl dump-flows` per bridge on every OVSDB event, and
@@ -43,9 +53,22 @@ impl CompositeReconciler {
             kernel,
             flows,
             frr,
+            ovs_ports: None,
+            fdb: None,
             skip_unchanged_flows: false,
             last_flows: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Plugs in the OVS port and static FDB entry classes.
+    pub fn with_ovs_ports_and_fdb(
+        mut self,
+        ovs_ports: Option<Arc<dyn OvsPortReconciler>>,
+        fdb: Option<Arc<dyn FdbReconciler>>,
+    ) -> Self {
+        self.ovs_ports = ovs_ports;
+        self.fdb = fdb;
+        self
     }
 
     /// See [`CompositeReconciler::skip_unchanged_flows`]: only with a periodic flow check.
@@ -79,16 +102,28 @@ impl CompositeReconciler {
 #[async_trait]
 impl SystemReconciler for CompositeReconciler {
     async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError> {
-        let mut report = match self.kernel.reconcile(desired).await {
-            Ok(r) => r,
+        // The kernel part refuses an invalid state before touching anything; check first so the
+        // OVS ports, which go before it, are not changed for a state that is then refused.
+        let problems = super::netlink::validate::problems(desired);
+        if !problems.is_empty() {
+            return Err(NetlinkError::Rejected { problems }.into());
+        }
+        let mut report = ChangeReport::default();
+        match &self.ovs_ports {
+            Some(ports) => report.merge(ports.reconcile_ports(&desired.ovs_ports).await),
+            None if !desired.ovs_ports.is_empty() => report.error(
+                OVS_PORTS,
+                format!("{} OVS ports", desired.ovs_ports.len()),
+                "not configured",
+            ),
+            None => {}
+        }
+        match self.kernel.reconcile(desired).await {
+            Ok(r) => report.merge(r),
             // Nothing was applied: refuse the whole state so flows/FRR stay consistent with it.
             Err(e @ NetlinkError::Rejected { .. }) => return Err(e.into()),
-            Err(e) => {
-                let mut r = ChangeReport::default();
-                r.error("kernel", "netlink reconcile", e);
-                r
-            }
-        };
+            Err(e) => report.error("kernel", "netlink reconcile", e),
+        }
 
         match &self.flows {
             Some(_) if self.flows_unchanged(desired) => {}
@@ -109,6 +144,16 @@ impl SystemReconciler for CompositeReconciler {
             None if !desired.flows.is_empty() => report.error(
                 FLOWS,
                 format!("{} flows", desired.flows.len()),
+                "not configured",
+            ),
+            None => {}
+        }
+
+        match &self.fdb {
+            Some(fdb) => report.merge(fdb.reconcile_fdb(&desired.fdb_entries).await),
+            None if !desired.fdb_entries.is_empty() => report.error(
+                FDB,
+                format!("{} FDB entries", desired.fdb_entries.len()),
                 "not configured",
             ),
             None => {}
