@@ -3,7 +3,8 @@
 //! - [`ovsdb`]: OVSDB JSON-RPC client and in-memory replica (OVN NB/SB, local Open_vSwitch).
 //! - [`netlink`]: links, addresses, rules, routes, neighbours, sysctls over one rtnetlink socket.
 //! - [`frr`]: validated FRR configuration rendered with minijinja and applied through `vtysh`.
-//! - [`ovs`]: cookie flows through `ovs-ofctl`, ports through `ovs-vsctl`.
+//! - [`ovs`]: cookie flows through `ovs-ofctl`, ports through `ovs-vsctl`, static FDB entries
+//!   through `ovs-appctl`.
 //!
 //! Plugins receive these as handles in [`Capabilities`]; the reconciler behind
 //! [`SystemReconciler`] is what applies a backend's [`DesiredSystem`].

@@ -331,6 +331,19 @@ fn plan(
     (ops, problems)
 }
 
+/// Whether ovs-vsctl itself refused the transaction (a bridge gone meanwhile, a name taken by a
+/// race), so trying the changes one by one can save the others. Not when it timed out or was
+/// killed: with ovs-vswitchd down, ovs-vsctl waits for it until its timeout, and one run per
+/// change would only multiply that wait.
+fn refused_by_ovsdb(err: &OvsError) -> bool {
+    match err {
+        OvsError::Failed { status, output, .. } => {
+            status.code().is_some() && !output.to_ascii_lowercase().contains("timeout")
+        }
+        _ => false,
+    }
+}
+
 fn chained(ops: &[&PortOp]) -> Vec<String> {
     let mut args = Vec::new();
     for op in ops {
@@ -426,8 +439,7 @@ impl OvsPorts {
             Ok(_) => return all,
             Err(e) => e,
         };
-        // A timeout (vswitchd down: ovs-vsctl waits for it) would only repeat per op.
-        if all.len() == 1 || !matches!(err, OvsError::Failed { .. }) {
+        if all.len() == 1 || !refused_by_ovsdb(&err) {
             for op in all {
                 report.error(CLASS, op.object.clone(), &err);
             }
@@ -549,6 +561,26 @@ mod tests {
             "-- set interface vlan-100 type=system"
         );
         assert_eq!(ops.len(), 2, "veth-ovs-5 is no longer desired: {ops:?}");
+    }
+
+    #[test]
+    fn only_a_refused_transaction_is_retried_change_by_change() {
+        use std::os::unix::process::ExitStatusExt;
+        let failed = |raw: i32, output: &str| OvsError::Failed {
+            command: "ovs-vsctl".to_owned(),
+            status: std::process::ExitStatus::from_raw(raw),
+            output: output.to_owned(),
+        };
+        assert!(refused_by_ovsdb(&failed(
+            256,
+            "ovs-vsctl: no bridge named br-nope"
+        )));
+        assert!(!refused_by_ovsdb(&failed(
+            256,
+            "ovs-vsctl: timeout after 10 seconds"
+        )));
+        // Killed by SIGALRM (its --timeout).
+        assert!(!refused_by_ovsdb(&failed(14, "")));
     }
 
     #[test]
