@@ -121,18 +121,21 @@ pub struct FlowSpec {
     pub actions: String,
 }
 
-/// A flow the backend wants, before the OVS port name is resolved to an ofport. The reconciler
-/// resolves the port (waiting while its ofport is `-1` or unset) so no flow with `in_port=-1` is
-/// ever emitted.
+/// A flow the backend wants, before OVS port names are resolved to ofports. The reconciler
+/// resolves every port the flow names (waiting while an ofport is `-1` or unset, or the port does
+/// not exist yet) so no flow with `in_port=-1` or `output:-1` is ever emitted.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PortFlowSpec {
     pub bridge: InterfaceName,
-    /// OVS port whose ofport goes into `in_port=`.
+    /// OVS port whose ofport goes into `in_port=`; empty: the flow matches any input port.
     pub in_port: String,
     pub cookie: u64,
     pub priority: u16,
     /// Match without the `in_port` part, e.g. `ip`.
     pub matches: String,
+    /// Action list, e.g. `mod_dl_dst:aa:aa:aa:aa:aa:01,NORMAL`. A `{<port>}` placeholder stands
+    /// for the ofport of that OVS port on the same bridge (`output:{vlan-100}`): build it with
+    /// [`FlowAction::render`] rather than by hand, so a port name is never spliced in raw.
     pub actions: String,
 }
 
@@ -149,6 +152,71 @@ pub const AGENT_LINK_ALIAS: &str = "ovn-bgp-agent";
 pub fn vlan_device_name(bridge: &InterfaceName, vlan: u16) -> InterfaceName {
     let prefix: String = bridge.as_str().chars().take(10).collect();
     InterfaceName::new(format!("{prefix}.{vlan}")).expect("10 valid chars + .NNNN is a valid name")
+}
+
+/// One OpenFlow action, for building [`PortFlowSpec::actions`] from typed values. Port names are
+/// written as `{<port>}` placeholders which the reconciler resolves, like `in_port`, to the
+/// port's ofport (validating the name first; an invalid name rejects the flow).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowAction {
+    /// `mod_dl_dst:<mac>`
+    ModDlDst(MacAddr),
+    /// `mod_dl_src:<mac>`
+    ModDlSrc(MacAddr),
+    /// `strip_vlan`
+    StripVlan,
+    /// `output:<ofport of the named port>`
+    Output(String),
+    /// `NORMAL`
+    Normal,
+    /// `drop`
+    Drop,
+}
+
+impl FlowAction {
+    /// The action list text of [`PortFlowSpec::actions`].
+    pub fn render(actions: &[FlowAction]) -> String {
+        actions
+            .iter()
+            .map(|a| match a {
+                Self::ModDlDst(mac) => format!("mod_dl_dst:{mac}"),
+                Self::ModDlSrc(mac) => format!("mod_dl_src:{mac}"),
+                Self::StripVlan => "strip_vlan".to_owned(),
+                Self::Output(port) => format!("output:{{{port}}}"),
+                Self::Normal => "NORMAL".to_owned(),
+                Self::Drop => "drop".to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// An OVS port on a bridge (`ovs-vsctl --may-exist add-port <bridge> <name> [tag=<t>]`, plus
+/// `type=internal` for internal ports). The agent marks the ports it adds with
+/// `external_ids:ovn-bgp-agent=owned` on the Port row and only ever changes or deletes marked
+/// ports: a port of that name without the marker is reported and left alone.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct OvsPortSpec {
+    pub bridge: InterfaceName,
+    /// Port and interface name (one interface per port).
+    pub name: InterfaceName,
+    /// `type=internal` (OVS creates the kernel device); otherwise a system port whose device
+    /// (a veth end) is created by the kernel part.
+    pub internal: bool,
+    /// Access VLAN (`tag=`, 0..=4095); `None`: no tag.
+    pub vlan_tag: Option<u16>,
+}
+
+/// A static MAC entry of a bridge's FDB (`ovs-appctl fdb/add <bridge> <port> <vlan> <mac>`).
+/// Lost when ovs-vswitchd restarts; the reconciler adds it again.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FdbEntrySpec {
+    pub bridge: InterfaceName,
+    /// OVS port the MAC is behind; the bridge's own name is its LOCAL port.
+    pub port: InterfaceName,
+    /// 0..=4095 (0: untagged).
+    pub vlan: u16,
+    pub mac: MacAddr,
 }
 
 /// What the reconciler may delete: everything in these scopes that is not desired goes.
@@ -208,6 +276,13 @@ pub struct DesiredSystem {
     /// Local routes of the kernel that must not exist (see [`LocalRouteSuppression`]).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub suppressed_local_routes: BTreeSet<LocalRouteSuppression>,
+    /// OVS ports (EVPN `vlan-<vni>`/`veth-ovs-<vni>`, NB vrf `ovs<uuid11>`). Empty sets are left
+    /// out of the serialized form so existing snapshots keep their shape.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub ovs_ports: BTreeSet<OvsPortSpec>,
+    /// Static FDB entries on OVS bridges (`ovn` mode: the bridge's own MAC on LOCAL).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub fdb_entries: BTreeSet<FdbEntrySpec>,
     /// FRR configuration snippets to keep applied, already rendered from validated values.
     /// Never undone when they go away (see [`Self::frr_objects`] for objects that are).
     pub frr: Vec<String>,

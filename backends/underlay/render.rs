@@ -344,7 +344,11 @@ impl Renderer<'_> {
         proxy_sysctls(&mut self.out.system, bridge);
         // Every `<bridge[:10]>.<vid>` VLAN device on this bridge is the agent's: one whose
         // localnet tag is gone is deleted (A8).
-        self.out.system.ownership.vlan_parents.insert(bridge.clone());
+        self.out
+            .system
+            .ownership
+            .vlan_parents
+            .insert(bridge.clone());
         for vlan in &wiring.vlans {
             let dev = vlan_device_name(bridge, *vlan);
             self.out.system.links.insert(LinkSpec {

@@ -3,7 +3,8 @@
 //! - [`ovsdb`]: OVSDB JSON-RPC client and in-memory replica (OVN NB/SB, local Open_vSwitch).
 //! - [`netlink`]: links, addresses, rules, routes, neighbours, sysctls over one rtnetlink socket.
 //! - [`frr`]: validated FRR configuration rendered with minijinja and applied through `vtysh`.
-//! - [`ovs`]: cookie flows through `ovs-ofctl`, ports through `ovs-vsctl`.
+//! - [`ovs`]: cookie flows through `ovs-ofctl`, ports through `ovs-vsctl`, static FDB entries
+//!   through `ovs-appctl`.
 //!
 //! Plugins receive these as handles in [`Capabilities`]; the reconciler behind
 //! [`SystemReconciler`] is what applies a backend's [`DesiredSystem`].
@@ -53,6 +54,25 @@ pub trait FlowReconciler: Send + Sync {
         desired: &std::collections::BTreeSet<crate::system::PortFlowSpec>,
         owned_cookies: &std::collections::BTreeSet<u64>,
     ) -> Result<(usize, usize), CapError>;
+}
+
+/// Keeps the agent's OVS ports (those marked `external_ids:ovn-bgp-agent=owned`) equal to
+/// `desired`; problems are errors of class `ovs_ports` in the report.
+#[async_trait]
+pub trait OvsPortReconciler: Send + Sync {
+    async fn reconcile_ports(
+        &self,
+        desired: &std::collections::BTreeSet<crate::system::OvsPortSpec>,
+    ) -> ChangeReport;
+}
+
+/// Keeps static OVS FDB entries equal to `desired`; problems are errors of class `fdb`.
+#[async_trait]
+pub trait FdbReconciler: Send + Sync {
+    async fn reconcile_fdb(
+        &self,
+        desired: &std::collections::BTreeSet<crate::system::FdbEntrySpec>,
+    ) -> ChangeReport;
 }
 
 /// Keeps FRR configuration snippets applied; returns how many were (re)applied.
@@ -127,7 +147,17 @@ impl Capabilities {
     /// so an unchanged flow set is not re-checked on every reconcile.
     pub fn for_agent(config: &crate::config::AgentConfig) -> Self {
         let netlink = Arc::new(netlink::NetlinkReconciler::from_config(&config.linux));
-        let ovs_flows = Arc::new(ovs::reconciler::OvsFlows::from_config(config));
+        let ovs_options = ovs::OvsOptions::from_config(&config.ovs);
+        let ovs_ports = Arc::new(ovs::OvsPorts::new(ovs_options.clone()));
+        let fdb = Arc::new(ovs::OvsFdb::new(ovs_options.clone()));
+        // The periodic flow check (run by the host) also repairs ports and FDB entries: FDB
+        // entries do not survive a vswitchd restart.
+        let ovs_flows = Arc::new(
+            ovs::reconciler::OvsFlows::new(ovs_options).with_drift_checks(vec![
+                ovs_ports.clone() as Arc<dyn ovs::DriftCheck>,
+                fdb.clone() as Arc<dyn ovs::DriftCheck>,
+            ]),
+        );
         let frr = Arc::new(frr::configurator::VtyshConfigurator::from_config(config));
         // The state file is read on the first reconcile and written only when the agent
         // creates or removes an FRR object: a backend without FRR objects never touches it.
@@ -138,6 +168,10 @@ impl Capabilities {
             Some(frr.clone() as Arc<dyn FrrConfigurator>),
         )
         .with_frr_objects(frr_objects)
+        .with_ovs_ports_and_fdb(
+            Some(ovs_ports as Arc<dyn OvsPortReconciler>),
+            Some(fdb as Arc<dyn FdbReconciler>),
+        )
         .with_flow_check_running();
         Self {
             reconciler: Arc::new(composite),

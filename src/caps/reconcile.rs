@@ -1,22 +1,30 @@
-//! The composite reconciler behind [`SystemReconciler`]: the kernel part through netlink, then
-//! the flows, then FRR, each class reported in one [`ChangeReport`].
+//! The composite reconciler behind [`SystemReconciler`]: OVS ports, the kernel part through
+//! netlink, then the flows, the static FDB entries, then FRR, each class reported in one
+//! [`ChangeReport`].
 //!
-//! Order matters: links must exist before OVS ports and FRR interfaces refer to them. A class
-//! that fails as a whole (FRR unreachable, OVS down) is reported as an error of that class; the
-//! other classes are still applied.
+//! Order matters: OVS creates the devices of internal ports, which the kernel part then enslaves
+//! to a VRF and sets up, so OVS ports go first (a system port whose veth does not exist yet is
+//! fine for OVS: it gets its ofport once the kernel part creates the veth). Links must exist
+//! before flows and FRR interfaces refer to them; flows and FDB entries need the ports' ofports.
+//! A class that fails as a whole (FRR unreachable, OVS down) is reported as an error of that
+//! class; the other classes are still applied.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::netlink::NetlinkReconciler;
-use super::{CapError, FlowReconciler, FrrConfigurator, SystemReconciler};
+use super::{
+    CapError, FdbReconciler, FlowReconciler, FrrConfigurator, OvsPortReconciler, SystemReconciler,
+};
 use crate::system::{ChangeReport, DesiredSystem};
 
 pub const FLOWS: &str = "flows";
 pub const FRR: &str = "frr";
 pub const FRR_OBJECTS: &str = super::frr::objects::CLASS;
 pub const LOCAL_NB: &str = super::local_nb::CLASS;
+pub const OVS_PORTS: &str = "ovs_ports";
+pub const FDB: &str = "fdb";
 
 pub struct CompositeReconciler {
     kernel: Arc<NetlinkReconciler>,
@@ -24,6 +32,8 @@ pub struct CompositeReconciler {
     frr: Option<Arc<dyn FrrConfigurator>>,
     frr_objects: Option<Arc<super::frr::FrrObjects>>,
     local_nb: Option<Arc<super::local_nb::LocalNb>>,
+    ovs_ports: Option<Arc<dyn OvsPortReconciler>>,
+    fdb: Option<Arc<dyn FdbReconciler>>,
     /// When a periodic flow check runs beside this reconciler (the agent's case), a flow set
     /// equal to the last one applied without error is not re-checked on every reconcile: that
     /// saves an `ovs-vsctl` and an `ovs-ofctl dump-flows` per bridge on every OVSDB event, and
@@ -49,6 +59,8 @@ impl CompositeReconciler {
             frr,
             frr_objects: None,
             local_nb: None,
+            ovs_ports: None,
+            fdb: None,
             skip_unchanged_flows: false,
             last_flows: std::sync::Mutex::new(None),
         }
@@ -63,6 +75,17 @@ impl CompositeReconciler {
     /// Adds the node-local NB class ([`DesiredSystem::local_nb`]).
     pub fn with_local_nb(mut self, local_nb: Arc<super::local_nb::LocalNb>) -> Self {
         self.local_nb = Some(local_nb);
+        self
+    }
+
+    /// Plugs in the OVS port and static FDB entry classes.
+    pub fn with_ovs_ports_and_fdb(
+        mut self,
+        ovs_ports: Option<Arc<dyn OvsPortReconciler>>,
+        fdb: Option<Arc<dyn FdbReconciler>>,
+    ) -> Self {
+        self.ovs_ports = ovs_ports;
+        self.fdb = fdb;
         self
     }
 
@@ -97,14 +120,20 @@ impl CompositeReconciler {
 #[async_trait]
 impl SystemReconciler for CompositeReconciler {
     async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError> {
-        let mut report = match self.kernel.reconcile(desired).await {
-            Ok(r) => r,
-            Err(e) => {
-                let mut r = ChangeReport::default();
-                r.error("kernel", "netlink reconcile", e);
-                r
-            }
-        };
+        let mut report = ChangeReport::default();
+        match &self.ovs_ports {
+            Some(ports) => report.merge(ports.reconcile_ports(&desired.ovs_ports).await),
+            None if !desired.ovs_ports.is_empty() => report.error(
+                OVS_PORTS,
+                format!("{} OVS ports", desired.ovs_ports.len()),
+                "not configured",
+            ),
+            None => {}
+        }
+        match self.kernel.reconcile(desired).await {
+            Ok(r) => report.merge(r),
+            Err(e) => report.error("kernel", "netlink reconcile", e),
+        }
 
         match &self.flows {
             Some(_) if self.flows_unchanged(desired) => {}
@@ -125,6 +154,16 @@ impl SystemReconciler for CompositeReconciler {
             None if !desired.flows.is_empty() => report.error(
                 FLOWS,
                 format!("{} flows", desired.flows.len()),
+                "not configured",
+            ),
+            None => {}
+        }
+
+        match &self.fdb {
+            Some(fdb) => report.merge(fdb.reconcile_fdb(&desired.fdb_entries).await),
+            None if !desired.fdb_entries.is_empty() => report.error(
+                FDB,
+                format!("{} FDB entries", desired.fdb_entries.len()),
                 "not configured",
             ),
             None => {}

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::OvsError;
+use super::ports::OvsPortName;
 
 /// Attributes `dump-flows` prints next to the match that are statistics, not part of the flow.
 const STATS: &[&str] = &[
@@ -144,12 +145,12 @@ pub struct FlowKey {
 }
 
 impl FlowKey {
-    /// Key of a desired flow: `matches` (already checked) plus `in_port=<ofport>`.
+    /// Key of a desired flow: `matches` (already checked) plus `in_port=<ofport>` when given.
     pub fn desired(
         cookie: u64,
         priority: u16,
         matches: &str,
-        in_port: u32,
+        in_port: Option<u32>,
         actions: &str,
     ) -> Result<Self, OvsError> {
         check_flow_text("matches", matches)?;
@@ -166,7 +167,9 @@ impl FlowKey {
             }
             set.insert(normalize_match(m));
         }
-        set.insert(format!("in_port={in_port}"));
+        if let Some(in_port) = in_port {
+            set.insert(format!("in_port={in_port}"));
+        }
         let actions: Vec<String> = split_top_level(actions)
             .into_iter()
             .map(normalize_action)
@@ -312,16 +315,78 @@ impl DesiredFlow {
         cookie: u64,
         priority: u16,
         matches: &str,
-        in_port: u32,
+        in_port: Option<u32>,
         actions: &str,
     ) -> Result<Self, OvsError> {
         let key = FlowKey::desired(cookie, priority, matches, in_port, actions)?;
-        let sep = if matches.is_empty() { "" } else { "," };
-        let add_line = format!(
-            "add cookie={cookie:#x},table=0,priority={priority},{matches}{sep}in_port={in_port} actions={actions}"
-        );
-        Ok(Self { key, add_line })
+        let mut line = format!("add cookie={cookie:#x},table=0,priority={priority}");
+        if !matches.is_empty() {
+            line.push(',');
+            line.push_str(matches);
+        }
+        if let Some(in_port) = in_port {
+            line.push_str(&format!(",in_port={in_port}"));
+        }
+        line.push_str(" actions=");
+        line.push_str(actions);
+        Ok(Self {
+            key,
+            add_line: line,
+        })
     }
+}
+
+/// A piece of a desired flow's action text: literal text, or a `{<port>}` placeholder naming
+/// the port whose ofport goes there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionPiece {
+    Text(String),
+    Port(OvsPortName),
+}
+
+/// Splits action text at its `{<port>}` placeholders. A port name is validated like `in_port`
+/// (so no brace, comma or whitespace can come through it); an unbalanced brace is refused.
+pub fn action_pieces(actions: &str) -> Result<Vec<ActionPiece>, OvsError> {
+    let bad = |why: &'static str| OvsError::InvalidFlowText {
+        field: "actions",
+        text: actions.to_owned(),
+        why,
+    };
+    let mut pieces = Vec::new();
+    let mut rest = actions;
+    while let Some(open) = rest.find('{') {
+        let (text, after) = rest.split_at(open);
+        if text.contains('}') {
+            return Err(bad("`}` without `{`"));
+        }
+        let close = after.find('}').ok_or_else(|| bad("`{` without `}`"))?;
+        if !text.is_empty() {
+            pieces.push(ActionPiece::Text(text.to_owned()));
+        }
+        pieces.push(ActionPiece::Port(OvsPortName::new(&after[1..close])?));
+        rest = &after[close + 1..];
+    }
+    if rest.contains('}') {
+        return Err(bad("`}` without `{`"));
+    }
+    if !rest.is_empty() {
+        pieces.push(ActionPiece::Text(rest.to_owned()));
+    }
+    Ok(pieces)
+}
+
+/// The action text with every placeholder replaced by `ofport(name)`.
+pub fn fill_action_ports(
+    pieces: &[ActionPiece],
+    mut ofport: impl FnMut(&OvsPortName) -> u32,
+) -> String {
+    pieces
+        .iter()
+        .map(|p| match p {
+            ActionPiece::Text(t) => t.clone(),
+            ActionPiece::Port(name) => ofport(name).to_string(),
+        })
+        .collect()
 }
 
 /// The `add-flows` input turning `present` into `desired`: deletes first, then adds.
@@ -352,7 +417,14 @@ mod tests {
     const MAC: &str = "aa:aa:aa:aa:aa:01";
 
     fn a9(proto: &str) -> FlowKey {
-        FlowKey::desired(999, 900, proto, 2, &format!("mod_dl_dst:{MAC},NORMAL")).unwrap()
+        FlowKey::desired(
+            999,
+            900,
+            proto,
+            Some(2),
+            &format!("mod_dl_dst:{MAC},NORMAL"),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -400,8 +472,8 @@ mod tests {
         let desired: BTreeMap<FlowKey, String> = ["ip", "ipv6"]
             .into_iter()
             .map(|p| {
-                let d =
-                    DesiredFlow::new(999, 900, p, 2, &format!("mod_dl_dst:{MAC},NORMAL")).unwrap();
+                let d = DesiredFlow::new(999, 900, p, Some(2), &format!("mod_dl_dst:{MAC},NORMAL"))
+                    .unwrap();
                 assert_eq!(d.key, a9(p));
                 (d.key, d.add_line)
             })
@@ -424,7 +496,7 @@ mod tests {
             999,
             1000,
             "dl_type=0x0800,ip_dst=10.0.0.5/24,nw_src=172.24.100.10/32",
-            3,
+            Some(3),
             "mod_dl_dst:AA:AA:AA:AA:AA:01,output=4",
         )
         .unwrap();
@@ -434,6 +506,58 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(desired, dumped);
+    }
+
+    #[test]
+    fn output_placeholders_are_split_and_filled() {
+        let pieces =
+            action_pieces("mod_dl_dst:aa:aa:aa:aa:aa:01,strip_vlan,output:{vlan-100}").unwrap();
+        assert_eq!(
+            pieces,
+            [
+                ActionPiece::Text("mod_dl_dst:aa:aa:aa:aa:aa:01,strip_vlan,output:".to_owned()),
+                ActionPiece::Port(OvsPortName::new("vlan-100").unwrap()),
+            ]
+        );
+        assert_eq!(
+            fill_action_ports(&pieces, |_| 7),
+            "mod_dl_dst:aa:aa:aa:aa:aa:01,strip_vlan,output:7"
+        );
+        assert_eq!(
+            action_pieces("NORMAL").unwrap(),
+            [ActionPiece::Text("NORMAL".to_owned())]
+        );
+        for bad in [
+            "output:{a,b}",
+            "output:{}",
+            "output:{x",
+            "output:x}",
+            "output:{a}}",
+            "output:{{a}}",
+            "output:{a b}",
+        ] {
+            assert!(action_pieces(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_flow_without_in_port_has_no_in_port_match() {
+        let d = DesiredFlow::new(999, 1000, "ip,nw_dst=10.0.0.0/24", None, "NORMAL").unwrap();
+        assert_eq!(
+            d.add_line,
+            "add cookie=0x3e7,table=0,priority=1000,ip,nw_dst=10.0.0.0/24 actions=NORMAL"
+        );
+        let dumped = FlowKey::parse_dump_line(
+            " cookie=0x3e7, priority=1000,ip,nw_dst=10.0.0.0/24 actions=NORMAL",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(d.key, dumped);
+        let d = DesiredFlow::new(999, 5, "", None, "drop").unwrap();
+        assert_eq!(
+            d.add_line,
+            "add cookie=0x3e7,table=0,priority=5 actions=drop"
+        );
     }
 
     #[test]
@@ -449,7 +573,10 @@ mod tests {
             ("ip", ""),
             ("ip", "output:1#"),
         ] {
-            assert!(FlowKey::desired(999, 1, m, 1, a).is_err(), "{m:?} {a:?}");
+            assert!(
+                FlowKey::desired(999, 1, m, Some(1), a).is_err(),
+                "{m:?} {a:?}"
+            );
         }
     }
 }

@@ -224,7 +224,7 @@ fn is_empty_set(v: &Value) -> bool {
     matches!(v.as_array().map(Vec::as_slice), Some([Value::String(s), Value::Array(items)]) if s == "set" && items.is_empty())
 }
 
-fn uuid(v: &Value) -> Option<String> {
+pub(crate) fn uuid(v: &Value) -> Option<String> {
     match v.as_array().map(Vec::as_slice) {
         Some([Value::String(kind), Value::String(u)]) if kind == "uuid" => Some(u.clone()),
         _ => None,
@@ -232,7 +232,7 @@ fn uuid(v: &Value) -> Option<String> {
 }
 
 /// A set column of uuids: either a single `["uuid", x]` or `["set", [["uuid", x], ...]]`.
-fn uuid_set(v: &Value) -> Vec<String> {
+pub(crate) fn uuid_set(v: &Value) -> Vec<String> {
     if let Some(u) = uuid(v) {
         return vec![u];
     }

@@ -13,10 +13,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
-use super::OvsError;
-use super::flows::{DesiredFlow, FlowKey, batch, parse_dump};
+use super::flows::{
+    ActionPiece, DesiredFlow, FlowKey, action_pieces, batch, fill_action_ports, parse_dump,
+};
 use super::ports::{OfportState, OvsPortName, PortTable};
 use super::tools::{OvsOptions, OvsTools};
+use super::{DriftCheck, OvsError};
 use crate::caps::{CapError, FlowReconciler};
 use crate::system::PortFlowSpec;
 use crate::types::InterfaceName;
@@ -98,6 +100,8 @@ struct State {
 pub struct OvsFlows {
     tools: OvsTools,
     state: Mutex<State>,
+    /// Other OVS classes the periodic check repairs alongside the flows.
+    drift_checks: Vec<Arc<dyn DriftCheck>>,
 }
 
 impl OvsFlows {
@@ -105,6 +109,38 @@ impl OvsFlows {
         Self {
             tools: OvsTools::new(options),
             state: Mutex::new(State::default()),
+            drift_checks: Vec::new(),
+        }
+    }
+
+    /// Classes whose last reconcile [`Self::spawn_flow_check`] re-runs at every tick too.
+    pub fn with_drift_checks(mut self, checks: Vec<Arc<dyn DriftCheck>>) -> Self {
+        self.drift_checks = checks;
+        self
+    }
+
+    /// Re-runs the last reconcile of every class in [`Self::with_drift_checks`], logging what
+    /// had drifted.
+    pub async fn check_others_now(&self) {
+        for check in &self.drift_checks {
+            let Some(report) = check.check_now().await else {
+                continue;
+            };
+            if report.total_changes() > 0 {
+                tracing::warn!(
+                    class = check.class(),
+                    added = ?report.added,
+                    changed = ?report.changed,
+                    removed = ?report.removed,
+                    "OVS objects had drifted; repaired"
+                );
+            }
+            for e in &report.errors {
+                tracing::warn!(
+                    class = check.class(),
+                    "OVS check incomplete, will retry: {e}"
+                );
+            }
         }
     }
 
@@ -157,7 +193,8 @@ impl OvsFlows {
         // Only the bridges and ports concerned: one call, sized by the agent's flows.
         let port_names: BTreeSet<OvsPortName> = desired
             .iter()
-            .filter_map(|f| OvsPortName::new(&f.in_port).ok())
+            .filter_map(|f| spec_ports(f).ok())
+            .flat_map(|(in_port, pieces)| in_port.into_iter().chain(piece_ports(pieces)))
             .collect();
         let ports = if port_names.is_empty() {
             // Nothing to resolve (no flow, or only invalid port names, rejected below).
@@ -191,14 +228,14 @@ impl OvsFlows {
                         .or_default()
                         .insert(flow.key, flow.add_line);
                 }
-                Ok(Resolved::Deferred(reason)) => report.deferred.push(DeferredFlow {
+                Ok(Resolved::Deferred(port, reason)) => report.deferred.push(DeferredFlow {
                     bridge: spec.bridge.clone(),
-                    port: spec.in_port.clone(),
+                    port: port.as_str().to_owned(),
                     reason,
                 }),
-                Ok(Resolved::Absent) => report.absent.push(DeferredFlow {
+                Ok(Resolved::Absent(port)) => report.absent.push(DeferredFlow {
                     bridge: spec.bridge.clone(),
-                    port: spec.in_port.clone(),
+                    port: port.as_str().to_owned(),
                     reason: "no such interface in OVSDB".to_owned(),
                 }),
                 Err(e) => report.rejected.push(RejectedFlow {
@@ -359,6 +396,7 @@ impl OvsFlows {
             ticker.tick().await;
             loop {
                 ticker.tick().await;
+                self.check_others_now().await;
                 let Some(report) = self.check_now().await else {
                     continue;
                 };
@@ -388,39 +426,71 @@ struct BridgeOutcome {
 
 enum Resolved {
     Flow(DesiredFlow),
-    /// The port exists but cannot carry a flow now (ofport `-1`/`[]`, another bridge).
-    Deferred(String),
-    /// The port does not exist.
-    Absent,
+    /// A port the flow names exists but cannot carry a flow now (ofport `-1`/`[]`, another
+    /// bridge).
+    Deferred(OvsPortName, String),
+    /// A port the flow names does not exist.
+    Absent(OvsPortName),
 }
 
-fn resolve(spec: &PortFlowSpec, ports: &PortTable) -> Result<Resolved, OvsError> {
-    let port = OvsPortName::new(&spec.in_port)?;
-    let Some(info) = ports.get(port.as_str()) else {
-        return Ok(Resolved::Absent);
+/// The validated `in_port` (none when empty) and the action text split at its port
+/// placeholders.
+fn spec_ports(spec: &PortFlowSpec) -> Result<(Option<OvsPortName>, Vec<ActionPiece>), OvsError> {
+    let in_port = if spec.in_port.is_empty() {
+        None
+    } else {
+        Some(OvsPortName::new(&spec.in_port)?)
     };
-    if info.bridge.as_deref() != Some(spec.bridge.as_str()) {
-        return Ok(Resolved::Deferred(match &info.bridge {
-            Some(other) => format!("port is on bridge {other}"),
-            None => "port is not attached to any bridge".to_owned(),
-        }));
+    Ok((in_port, action_pieces(&spec.actions)?))
+}
+
+fn piece_ports(pieces: Vec<ActionPiece>) -> impl Iterator<Item = OvsPortName> {
+    pieces.into_iter().filter_map(|p| match p {
+        ActionPiece::Port(name) => Some(name),
+        ActionPiece::Text(_) => None,
+    })
+}
+
+/// Resolves every port a flow names (its `in_port`, then its output ports, in order) to an
+/// ofport on the flow's bridge; the first one that cannot be used defers the whole flow.
+fn resolve(spec: &PortFlowSpec, ports: &PortTable) -> Result<Resolved, OvsError> {
+    let (in_port, pieces) = spec_ports(spec)?;
+    let mut ofports: BTreeMap<OvsPortName, u32> = BTreeMap::new();
+    for port in in_port.iter().cloned().chain(piece_ports(pieces.clone())) {
+        let Some(info) = ports.get(port.as_str()) else {
+            return Ok(Resolved::Absent(port));
+        };
+        if info.bridge.as_deref() != Some(spec.bridge.as_str()) {
+            let reason = match &info.bridge {
+                Some(other) => format!("port is on bridge {other}"),
+                None => "port is not attached to any bridge".to_owned(),
+            };
+            return Ok(Resolved::Deferred(port, reason));
+        }
+        match info.ofport {
+            OfportState::Assigned(n) => {
+                ofports.insert(port, n);
+            }
+            state => {
+                let reason = format!(
+                    "ofport {state}{}",
+                    info.error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                );
+                return Ok(Resolved::Deferred(port, reason));
+            }
+        }
     }
-    match info.ofport {
-        OfportState::Assigned(n) => Ok(Resolved::Flow(DesiredFlow::new(
-            spec.cookie,
-            spec.priority,
-            &spec.matches,
-            n,
-            &spec.actions,
-        )?)),
-        state => Ok(Resolved::Deferred(format!(
-            "ofport {state}{}",
-            info.error
-                .as_deref()
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default()
-        ))),
-    }
+    let actions = fill_action_ports(&pieces, |name| ofports[name]);
+    Ok(Resolved::Flow(DesiredFlow::new(
+        spec.cookie,
+        spec.priority,
+        &spec.matches,
+        in_port.map(|p| ofports[&p]),
+        &actions,
+    )?))
 }
 
 #[async_trait]

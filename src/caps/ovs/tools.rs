@@ -30,6 +30,14 @@ pub struct OvsOptions {
 impl OvsOptions {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+    /// `ovs-appctl` in the directory of `ovs-vsctl` (or from `PATH` when that is a bare name).
+    pub fn appctl_path(&self) -> PathBuf {
+        match self.vsctl_path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.join("ovs-appctl"),
+            _ => PathBuf::from("ovs-appctl"),
+        }
+    }
+
     pub fn from_config(ovs: &OvsSection) -> Self {
         Self {
             vsctl_path: PathBuf::from(&ovs.ovs_vsctl_path),
@@ -112,6 +120,42 @@ impl OvsTools {
         }
         let out = Self::run(inv).await?;
         PortTable::parse(&out.stdout)
+    }
+
+    /// `ovs-vsctl --timeout=<t> <args>`: returns stdout. Arguments are built by the caller from
+    /// validated names and numbers only.
+    pub async fn vsctl(&self, args: &[String]) -> Result<String, OvsError> {
+        let secs = self.options.timeout.as_secs().max(1);
+        let mut inv = self
+            .invocation(&self.options.vsctl_path)
+            .arg(format!("--timeout={secs}"));
+        for a in args {
+            inv = inv.arg(a);
+        }
+        Ok(Self::run(inv).await?.stdout)
+    }
+
+    /// `ovs-appctl -t <ovs-vswitchd> <args>`: returns stdout. ovs-appctl sits next to
+    /// ovs-vsctl (the `[ovs]` section names only the latter). The control socket is
+    /// `<rundir>/ovs-vswitchd.ctl` when vswitchd was started with that name (`--unixctl`),
+    /// otherwise ovs-appctl finds `ovs-vswitchd.<pid>.ctl` through the pid file in `OVS_RUNDIR`.
+    pub async fn appctl(&self, args: &[&str]) -> Result<String, OvsError> {
+        let socket = self.options.rundir.join("ovs-vswitchd.ctl");
+        let target = if socket.exists() {
+            socket.into_os_string()
+        } else {
+            "ovs-vswitchd".into()
+        };
+        let mut inv = self
+            .invocation(&self.options.appctl_path())
+            .arg("-T")
+            .arg(self.options.timeout.as_secs().max(1).to_string())
+            .arg("-t")
+            .arg(target);
+        for a in args {
+            inv = inv.arg(*a);
+        }
+        Ok(Self::run(inv).await?.stdout)
     }
 
     /// `ovs-ofctl dump-flows <bridge> [<filter>]` (no stats, numeric ports), OpenFlow 1.0 then
