@@ -26,7 +26,7 @@ pub enum ConnectError {
         option: &'static str,
         remote: String,
         #[source]
-        source: OvsdbError,
+        source: Box<OvsdbError>,
     },
 }
 
@@ -44,7 +44,7 @@ fn client_config(
     let mut client = ClientConfig::new(remote, db).map_err(|source| ConnectError::BadRemote {
         option,
         remote: remote.to_owned(),
-        source,
+        source: Box::new(source),
     })?;
     // The TLS files are only read for ssl: remotes: their defaults name files that do not exist
     // on a deployment without TLS.

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::sync::mpsc::error::TryRecvError;
 use tracing::warn;
 
 use crate::caps::ovsdb::{
@@ -200,11 +199,9 @@ impl IdentityWatch {
     /// The changed identity if Open_vSwitch changes are already waiting, without waiting.
     pub fn try_changed(&mut self) -> Option<ChassisIdentity> {
         let mut any = false;
-        loop {
-            match self.events.try_recv() {
-                Ok(_) => any = true,
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-            }
+        // Empty or disconnected alike: a stopped client is reported by `changed`.
+        while self.events.try_recv().is_ok() {
+            any = true;
         }
         if any { self.reread() } else { None }
     }
