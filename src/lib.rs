@@ -1,8 +1,9 @@
 //! ovn-bgp-agent: exposes OpenStack/OVN workloads over BGP.
 //!
 //! Layout: `src/` holds the host ([`host`], [`cli`]), the contracts ([`plugin`], [`exposure`],
-//! [`system`]), the configuration ([`config`]) and the capability layer ([`caps`]). Drivers live in
-//! `drivers/`, exposure backends in `backends/`, one folder and one cargo feature each.
+//! [`system`]), the configuration ([`config`]), the capability layer ([`caps`]) and the OVN layer
+//! shared by the drivers ([`ovn`]). Drivers live in `drivers/`, exposure backends in
+//! `backends/`, one folder and one cargo feature each.
 
 #[cfg(feature = "mimalloc")]
 pub mod alloc;
@@ -11,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod exposure;
 pub mod host;
+pub mod ovn;
 pub mod plugin;
 pub mod policy;
 pub mod system;

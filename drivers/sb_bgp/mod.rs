@@ -1,10 +1,10 @@
 //! `ovn_bgp_driver`: SB DB driver: VM, FIP, router gateway, tenant subnet and LB VIP IPs of this
 //! chassis (upstream-behaviour.md §1.1).
 //!
-//! - [`model`]: typed Southbound rows with incremental indexes.
 //! - [`compute`]: model → [`crate::exposure::ExposureSet`] for this chassis.
-//! - [`feed`]: replica rows → the model, for the live feed and recorded snapshots alike.
-//! - [`live`]: the OVSDB feed (local Open_vSwitch + conditional Southbound monitor).
+//! - [`live`]: the driver: the shared Southbound session ([`crate::ovn::sb`]) under the
+//!   local-chassis condition policy.
+//! - [`model`], [`feed`]: re-exports of [`crate::ovn::sb::model`] and [`crate::ovn::sb::feed`].
 
 pub mod compute;
 pub mod feed;

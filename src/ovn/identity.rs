@@ -1,0 +1,289 @@
+//! Who this chassis is, read from the local `Open_vSwitch` row (upstream-behaviour.md §0): the
+//! SB drivers key everything on `system-id`; the NB driver also compares `hostname` with
+//! `options:requested-chassis`.
+
+use std::collections::BTreeMap;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use tracing::warn;
+
+use crate::caps::ovsdb::{
+    ChangeBatch, ClientConfig, MonitorSpec, OvsdbClient, OvsdbError, TableSpec,
+};
+use crate::config::AgentConfig;
+
+/// Prefix of the per-bridge mapping keys (`ovn-bridge-mappings-<chassis id>`, used by the `ovn`
+/// exposing method for its node-local gateway chassis).
+pub const EXTRA_MAPPINGS_PREFIX: &str = "ovn-bridge-mappings-";
+
+/// What this chassis reads from its own `Open_vSwitch.external_ids`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChassisIdentity {
+    /// `system-id`: the SB `Chassis.name`, and the LRP `status:hosting-chassis` value.
+    pub system_id: String,
+    /// `hostname`, else the kernel hostname (as upstream's `socket.gethostname()` fallback).
+    pub hostname: String,
+    /// `ovn-bridge-mappings` in order: (physnet, bridge), unvalidated.
+    pub bridge_mappings: Vec<(String, String)>,
+    /// `ovn-remote`: the Southbound remote when `[ovn] ovn_sb_connection` is unset.
+    pub ovn_remote: Option<String>,
+    /// `ovn-nb-remote`: the Northbound remote when `[ovn] ovn_nb_connection` is unset.
+    pub ovn_nb_remote: Option<String>,
+    /// Every `ovn-bridge-mappings-<suffix>` key, by suffix, raw.
+    pub extra_bridge_mappings: BTreeMap<String, String>,
+}
+
+/// Why the local Open_vSwitch row does not give an identity.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("[DEFAULT] ovsdb_connection {remote:?}: {source}")]
+    BadRemote {
+        remote: String,
+        #[source]
+        source: OvsdbError,
+    },
+    #[error("local OVS database ({remote}): {source}")]
+    Ovsdb {
+        remote: String,
+        #[source]
+        source: OvsdbError,
+    },
+    #[error("local OVS database: the change stream of the client was already taken")]
+    EventsTaken,
+    #[error("local OVS database has no Open_vSwitch row")]
+    NoRow,
+    #[error("Open_vSwitch external_ids:system-id is not set (is ovn-controller configured?)")]
+    NoSystemId,
+}
+
+/// `"physnet1:br-ex, physnet2:br-vlan"` → pairs in order; malformed entries are left out.
+pub fn parse_bridge_mappings(value: &str) -> Vec<(String, String)> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .filter_map(|m| {
+            let (physnet, bridge) = m.split_once(':')?;
+            Some((physnet.trim().to_owned(), bridge.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// The kernel hostname (of this UTS namespace), `""` when unreadable.
+pub fn kernel_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The identity in an `external_ids` map (key, value pairs); `kernel_hostname` is asked only
+/// when `hostname` is not set.
+pub fn identity_from_external_ids<'a>(
+    external_ids: impl IntoIterator<Item = (&'a str, &'a str)>,
+    kernel_hostname: impl FnOnce() -> String,
+) -> Result<ChassisIdentity, IdentityError> {
+    let ids: BTreeMap<&str, &str> = external_ids.into_iter().collect();
+    let system_id = ids
+        .get("system-id")
+        // Kept as written: it must match the SB Chassis.name ovn-controller registered.
+        .filter(|s| !s.trim().is_empty())
+        .ok_or(IdentityError::NoSystemId)?
+        .to_string();
+    let hostname = match ids
+        .get("hostname")
+        .map(|h| h.trim())
+        .filter(|h| !h.is_empty())
+    {
+        Some(h) => h.to_owned(),
+        None => kernel_hostname(),
+    };
+    let non_empty = |k: &str| {
+        ids.get(k)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    Ok(ChassisIdentity {
+        system_id,
+        hostname,
+        bridge_mappings: parse_bridge_mappings(ids.get("ovn-bridge-mappings").unwrap_or(&"")),
+        ovn_remote: non_empty("ovn-remote"),
+        ovn_nb_remote: non_empty("ovn-nb-remote"),
+        extra_bridge_mappings: ids
+            .iter()
+            .filter_map(|(k, v)| {
+                let suffix = k.strip_prefix(EXTRA_MAPPINGS_PREFIX)?;
+                Some((suffix.to_owned(), (*v).to_owned()))
+            })
+            .collect(),
+    })
+}
+
+/// The identity in the (only) `Open_vSwitch` row of a client monitoring `external_ids`.
+pub fn read_identity(client: &OvsdbClient) -> Result<ChassisIdentity, IdentityError> {
+    let replica = client.replica();
+    let table = replica
+        .get_table("Open_vSwitch")
+        .map_err(|source| IdentityError::Ovsdb {
+            remote: client_remote(client),
+            source,
+        })?;
+    let row = table.iter().next().ok_or(IdentityError::NoRow)?;
+    identity_from_external_ids(row.map("external_ids"), kernel_hostname)
+}
+
+fn client_remote(client: &OvsdbClient) -> String {
+    client
+        .stats()
+        .current_remote
+        .unwrap_or_else(|| "not connected".to_owned())
+}
+
+/// The local `Open_vSwitch` row, followed: [`IdentityWatch::changed`] yields each new usable
+/// identity. A row that became unusable (system-id removed, say) is reported and the last good
+/// identity kept, so exposures are not withdrawn on a hiccup.
+pub struct IdentityWatch {
+    client: OvsdbClient,
+    events: UnboundedReceiver<ChangeBatch>,
+    current: ChassisIdentity,
+}
+
+impl IdentityWatch {
+    /// Connect to `[DEFAULT] ovsdb_connection` and read the identity; an unusable row is an
+    /// error here (the agent cannot start without knowing who it is).
+    pub async fn connect(config: &AgentConfig) -> Result<(Self, ChassisIdentity), IdentityError> {
+        let remote = &config.default.ovsdb_connection;
+        let client_config = ClientConfig::new(remote, "Open_vSwitch").map_err(|source| {
+            IdentityError::BadRemote {
+                remote: remote.clone(),
+                source,
+            }
+        })?;
+        let client = OvsdbClient::connect(
+            client_config,
+            MonitorSpec::default().table(TableSpec::new("Open_vSwitch", &["external_ids"])),
+        )
+        .await
+        .map_err(|source| IdentityError::Ovsdb {
+            remote: remote.clone(),
+            source,
+        })?;
+        let events = client.events().ok_or(IdentityError::EventsTaken)?;
+        let current = read_identity(&client)?;
+        Ok((
+            IdentityWatch {
+                client,
+                events,
+                current: current.clone(),
+            },
+            current,
+        ))
+    }
+
+    /// The last usable identity.
+    pub fn current(&self) -> &ChassisIdentity {
+        &self.current
+    }
+
+    /// Wait until the identity changes; `None` when the client stopped. Cancel-safe: nothing is
+    /// consumed across an `.await` without being acted on.
+    pub async fn changed(&mut self) -> Option<ChassisIdentity> {
+        loop {
+            self.events.recv().await?;
+            if let Some(new) = self.reread() {
+                return Some(new);
+            }
+        }
+    }
+
+    /// The changed identity if Open_vSwitch changes are already waiting, without waiting.
+    pub fn try_changed(&mut self) -> Option<ChassisIdentity> {
+        let mut any = false;
+        // Empty or disconnected alike: a stopped client is reported by `changed`.
+        while self.events.try_recv().is_ok() {
+            any = true;
+        }
+        if any { self.reread() } else { None }
+    }
+
+    fn reread(&mut self) -> Option<ChassisIdentity> {
+        // Later batches describe the same row: read it once.
+        while self.events.try_recv().is_ok() {}
+        let identity = match read_identity(&self.client) {
+            Ok(identity) => identity,
+            Err(e) => {
+                warn!(
+                    "{e}; keeping chassis {} and its bridge mappings",
+                    self.current.system_id
+                );
+                return None;
+            }
+        };
+        if identity == self.current {
+            return None;
+        }
+        if identity.system_id != self.current.system_id {
+            // The chassis identity is what every exposure is keyed on; follow it, loudly.
+            warn!(
+                old = %self.current.system_id,
+                new = %identity.system_id,
+                "Open_vSwitch external_ids:system-id changed"
+            );
+        }
+        self.current = identity.clone();
+        Some(identity)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_from_a_full_row() {
+        let ids = [
+            ("system-id", "ch-1"),
+            ("hostname", "node1.example"),
+            (
+                "ovn-bridge-mappings",
+                "physnet1:br-ex, physnet2 : br-vlan,bad,,",
+            ),
+            ("ovn-remote", "tcp:10.0.0.1:6642"),
+            ("ovn-nb-remote", "tcp:10.0.0.1:6641"),
+            ("ovn-bridge-mappings-bgp", "physnet1:br-bgp"),
+            ("unrelated", "x"),
+        ];
+        let id = identity_from_external_ids(ids, || panic!("hostname is set")).unwrap();
+        assert_eq!(id.system_id, "ch-1");
+        assert_eq!(id.hostname, "node1.example");
+        assert_eq!(
+            id.bridge_mappings,
+            [
+                ("physnet1".to_owned(), "br-ex".to_owned()),
+                ("physnet2".to_owned(), "br-vlan".to_owned())
+            ]
+        );
+        assert_eq!(id.ovn_remote.as_deref(), Some("tcp:10.0.0.1:6642"));
+        assert_eq!(id.ovn_nb_remote.as_deref(), Some("tcp:10.0.0.1:6641"));
+        assert_eq!(
+            id.extra_bridge_mappings,
+            BTreeMap::from([("bgp".to_owned(), "physnet1:br-bgp".to_owned())])
+        );
+    }
+
+    #[test]
+    fn hostname_falls_back_to_the_kernel_and_system_id_is_required() {
+        let id = identity_from_external_ids([("system-id", "ch-1"), ("hostname", " ")], || {
+            "kernel-name".to_owned()
+        })
+        .unwrap();
+        assert_eq!(id.hostname, "kernel-name");
+        assert!(id.bridge_mappings.is_empty());
+        assert_eq!(id.ovn_remote, None);
+        for ids in [vec![], vec![("system-id", "")], vec![("system-id", "  ")]] {
+            let e = identity_from_external_ids(ids, String::new).unwrap_err();
+            assert!(e.to_string().contains("system-id"), "{e}");
+        }
+        assert!(!kernel_hostname().is_empty());
+    }
+}

@@ -1,0 +1,357 @@
+//! Which Port_Binding rows an SB driver monitors: a policy per driver, each a pure function from
+//! the model (and the chassis name) to the set of clauses, so the conditional-monitoring logic
+//! is tested without a server. OVSDB ORs the clauses; the rows a clause pulls in can call for
+//! more clauses (following `options:peer`), so a driver re-evaluates its policy after every
+//! batch until the set stops changing.
+
+use std::collections::BTreeSet;
+
+use super::model::{CHASSISREDIRECT, PortBinding, SbModel};
+use crate::caps::ovsdb::{Clause, Datum, Function, MonitorCondition, Uuid};
+use crate::ovn::neutron;
+
+/// Prefix of a chassis-redirect port's name; the rest is the gateway router port's id, which is
+/// also the name of the provider switch's patch port.
+pub const CR_LRP_PREFIX: &str = "cr-lrp-";
+
+/// A Port_Binding clause in a form that can be compared and sorted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ConditionClause {
+    /// `chassis == <Chassis uuid>`.
+    Chassis(String),
+    /// `type == "localnet"`.
+    Localnet,
+    /// `nat_addresses != []`.
+    HasNatAddresses,
+    /// `mac == []` (Octavia VIP ports).
+    NoMac,
+    /// `logical_port == <name>`.
+    PortNamed(String),
+    /// `datapath == <Datapath_Binding uuid>`.
+    Datapath(String),
+    /// `type == "chassisredirect"`: every cr-lrp in the cloud.
+    ChassisRedirect,
+}
+
+impl ConditionClause {
+    /// The OVSDB clause; `None` for a clause naming a malformed uuid (never sent).
+    pub fn to_clause(&self) -> Option<Clause> {
+        Some(match self {
+            ConditionClause::Chassis(u) => Clause::eq("chassis", Uuid::parse(u)?),
+            ConditionClause::Localnet => Clause::eq("type", "localnet"),
+            ConditionClause::HasNatAddresses => {
+                Clause::new("nat_addresses", Function::Ne, Datum::empty())
+            }
+            ConditionClause::NoMac => Clause::eq("mac", Datum::empty()),
+            ConditionClause::PortNamed(n) => Clause::eq("logical_port", n.as_str()),
+            ConditionClause::Datapath(u) => Clause::eq("datapath", Uuid::parse(u)?),
+            ConditionClause::ChassisRedirect => Clause::eq("type", CHASSISREDIRECT),
+        })
+    }
+}
+
+/// The monitor condition of a clause set.
+pub fn monitor_condition(clauses: &BTreeSet<ConditionClause>) -> MonitorCondition {
+    MonitorCondition::any(clauses.iter().filter_map(ConditionClause::to_clause))
+}
+
+/// An SB driver's Port_Binding monitor-condition policy.
+pub trait SbConditionPolicy: Send + Sync {
+    /// The clauses `model` calls for on the chassis named `chassis`.
+    fn wanted(&self, model: &SbModel, chassis: &str) -> BTreeSet<ConditionClause>;
+}
+
+/// The gateway id of a cr-lrp bound anywhere (`cr-lrp-<id>` of type chassisredirect).
+fn gateway_id(port: &PortBinding) -> Option<&str> {
+    port.logical_port
+        .strip_prefix(CR_LRP_PREFIX)
+        .filter(|_| port.port_type == CHASSISREDIRECT)
+}
+
+/// The SB BGP driver (`ovn_bgp_driver`): the rows that concern this chassis.
+/// - `chassis == <this chassis>`: ports bound here (VMs, virtual ports, gateway ports);
+/// - `type == "localnet"`: which datapaths are provider networks, and their VLAN tags;
+/// - `nat_addresses != []`: the patch ports carrying FIPs (centralized and distributed);
+/// - `mac == []`: Octavia VIP ports;
+/// - for each gateway port bound here, its provider patch port by name, and (tenant exposure)
+///   its router's datapath and the datapaths of the router's subnets, found by following
+///   `options:peer`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LocalChassisPolicy {
+    /// `expose_tenant_networks` or `expose_ipv6_gua_tenant_networks`: follow the routers of
+    /// local gateways and their subnets.
+    pub follow_tenant_networks: bool,
+}
+
+impl SbConditionPolicy for LocalChassisPolicy {
+    fn wanted(&self, model: &SbModel, chassis: &str) -> BTreeSet<ConditionClause> {
+        let mut want = BTreeSet::from([
+            ConditionClause::Localnet,
+            ConditionClause::HasNatAddresses,
+            ConditionClause::NoMac,
+        ]);
+        for chassis in model.chassis_uuids_named(chassis) {
+            for port in model.ports_on_chassis(&chassis) {
+                let Some(id) = gateway_id(port) else {
+                    continue;
+                };
+                want.insert(ConditionClause::PortNamed(id.to_owned()));
+                if self.follow_tenant_networks {
+                    follow_router(model, port, &mut want, |_| true);
+                }
+            }
+            want.insert(ConditionClause::Chassis(chassis));
+        }
+        want
+    }
+}
+
+/// The router datapath of gateway `crlrp` and, through `options:peer`, its subnets' patch
+/// ports and (when `subnet_wanted` accepts the peer row) their datapaths.
+fn follow_router(
+    model: &SbModel,
+    crlrp: &PortBinding,
+    want: &mut BTreeSet<ConditionClause>,
+    subnet_wanted: impl Fn(&PortBinding) -> bool,
+) {
+    want.insert(ConditionClause::Datapath(crlrp.datapath.clone()));
+    for router_port in model.ports_on_datapath(&crlrp.datapath) {
+        let Some(peer) = router_port.options.get("peer") else {
+            continue;
+        };
+        want.insert(ConditionClause::PortNamed(peer.clone()));
+        if let Some(peer_row) = model.port_named(peer).filter(|p| subnet_wanted(p)) {
+            want.insert(ConditionClause::Datapath(peer_row.datapath.clone()));
+        }
+    }
+}
+
+/// The stretched L2 driver (`ovn_stretched_l2_bgp_driver`): every cr-lrp in the cloud (it
+/// announces every router's subnets via its gateway, wherever the gateway is bound), each
+/// router's ports (the tenant-side IPs) and their peers (address scopes), plus the ports bound
+/// here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllGateways;
+
+impl SbConditionPolicy for AllGateways {
+    fn wanted(&self, model: &SbModel, chassis: &str) -> BTreeSet<ConditionClause> {
+        let mut want = BTreeSet::from([ConditionClause::ChassisRedirect]);
+        for chassis in model.chassis_uuids_named(chassis) {
+            want.insert(ConditionClause::Chassis(chassis));
+        }
+        for crlrp in model.chassisredirect_ports() {
+            if gateway_id(crlrp).is_none() {
+                continue;
+            }
+            want.insert(ConditionClause::Datapath(crlrp.datapath.clone()));
+            for router_port in model.ports_on_datapath(&crlrp.datapath) {
+                if let Some(peer) = router_port.options.get("peer") {
+                    want.insert(ConditionClause::PortNamed(peer.clone()));
+                }
+            }
+        }
+        want
+    }
+}
+
+/// Whether a port carries a usable networking-bgpvpn VNI and AS (the EVPN driver's test).
+pub fn has_evpn_settings(port: &PortBinding) -> bool {
+    let b = neutron::bgpvpn(|k| port.external_ids.get(k).map(String::as_str));
+    b.vni.is_some() && b.asn.is_some()
+}
+
+/// The EVPN driver (`ovn_evpn_driver`): gateway ports bound here whose router-gateway patch port
+/// (`cr-lrp-<id>` → `<id>`) carries `neutron_bgpvpn:vni` and `:as`, their routers and the
+/// subnets attached with EVPN settings, plus localnet ports (bridge and VLAN of the provider
+/// network) and patch ports with `nat_addresses` (the provider datapath of a gateway). OVSDB
+/// cannot test a map key alone, so the gateway's patch port is monitored by name and its keys
+/// decide whether the router is followed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EvpnGateways;
+
+impl SbConditionPolicy for EvpnGateways {
+    fn wanted(&self, model: &SbModel, chassis: &str) -> BTreeSet<ConditionClause> {
+        let mut want =
+            BTreeSet::from([ConditionClause::Localnet, ConditionClause::HasNatAddresses]);
+        for chassis in model.chassis_uuids_named(chassis) {
+            for port in model.ports_on_chassis(&chassis) {
+                let Some(id) = gateway_id(port) else {
+                    continue;
+                };
+                want.insert(ConditionClause::PortNamed(id.to_owned()));
+                if model.port_named(id).is_some_and(has_evpn_settings) {
+                    follow_router(model, port, &mut want, has_evpn_settings);
+                }
+            }
+            want.insert(ConditionClause::Chassis(chassis));
+        }
+        want
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CH: &str = "11111111-1111-1111-1111-111111111111";
+    const OTHER_CH: &str = "22222222-2222-2222-2222-222222222222";
+    const ROUTER_DP: &str = "aaaaaaaa-0000-0000-0000-000000000001";
+    const PROVIDER_DP: &str = "aaaaaaaa-0000-0000-0000-000000000002";
+    const TENANT_DP: &str = "aaaaaaaa-0000-0000-0000-000000000003";
+    const OTHER_ROUTER_DP: &str = "aaaaaaaa-0000-0000-0000-000000000004";
+
+    fn port(uuid: &str, name: &str, ty: &str, dp: &str) -> PortBinding {
+        PortBinding {
+            uuid: uuid.into(),
+            logical_port: name.into(),
+            port_type: ty.into(),
+            datapath: dp.into(),
+            ..Default::default()
+        }
+    }
+
+    fn with_peer(mut p: PortBinding, peer: &str) -> PortBinding {
+        p.options.insert("peer".into(), peer.into());
+        p
+    }
+
+    fn with_evpn(mut p: PortBinding) -> PortBinding {
+        p.external_ids
+            .insert(neutron::keys::BGPVPN_VNI.into(), "1001".into());
+        p.external_ids
+            .insert(neutron::keys::BGPVPN_AS.into(), "64999".into());
+        p
+    }
+
+    /// A router with its gateway bound here (cr-lrp-gw, provider patch port `gw`), one tenant
+    /// subnet (lrp-sub ↔ sub), and a second router whose gateway is bound elsewhere.
+    fn model(evpn_gateway: bool, evpn_subnet: bool) -> SbModel {
+        let mut m = SbModel::default();
+        m.upsert_chassis(CH.into(), "node1".into());
+        m.upsert_chassis(OTHER_CH.into(), "node2".into());
+        let mut cr = port("p1", "cr-lrp-gw", "chassisredirect", ROUTER_DP);
+        cr.chassis = Some(CH.into());
+        m.upsert_port(cr);
+        m.upsert_port(with_peer(port("p2", "lrp-gw", "patch", ROUTER_DP), "gw"));
+        let gw = with_peer(port("p3", "gw", "patch", PROVIDER_DP), "lrp-gw");
+        m.upsert_port(if evpn_gateway { with_evpn(gw) } else { gw });
+        m.upsert_port(with_peer(port("p4", "lrp-sub", "patch", ROUTER_DP), "sub"));
+        let sub = with_peer(port("p5", "sub", "patch", TENANT_DP), "lrp-sub");
+        m.upsert_port(if evpn_subnet { with_evpn(sub) } else { sub });
+        let mut vm = port("p6", "vm1", "", PROVIDER_DP);
+        vm.chassis = Some(CH.into());
+        m.upsert_port(vm);
+        let mut cr2 = port("p7", "cr-lrp-gw2", "chassisredirect", OTHER_ROUTER_DP);
+        cr2.chassis = Some(OTHER_CH.into());
+        m.upsert_port(cr2);
+        m.upsert_port(with_peer(
+            port("p8", "lrp-sub2", "patch", OTHER_ROUTER_DP),
+            "sub2",
+        ));
+        m
+    }
+
+    fn clauses(v: &[ConditionClause]) -> BTreeSet<ConditionClause> {
+        v.iter().cloned().collect()
+    }
+
+    use ConditionClause as C;
+
+    #[test]
+    fn local_chassis_policy_follows_local_gateways_only_with_tenant_exposure() {
+        let m = model(false, false);
+        let base = [
+            C::Localnet,
+            C::HasNatAddresses,
+            C::NoMac,
+            C::Chassis(CH.into()),
+        ];
+        let p = LocalChassisPolicy {
+            follow_tenant_networks: false,
+        };
+        let mut expect = clauses(&base);
+        expect.insert(C::PortNamed("gw".into()));
+        assert_eq!(p.wanted(&m, "node1"), expect);
+
+        let p = LocalChassisPolicy {
+            follow_tenant_networks: true,
+        };
+        expect.extend([
+            C::Datapath(ROUTER_DP.into()),
+            C::PortNamed("sub".into()),
+            C::Datapath(TENANT_DP.into()),
+            C::Datapath(PROVIDER_DP.into()),
+        ]);
+        assert_eq!(p.wanted(&m, "node1"), expect);
+        // An unknown chassis (not yet in the replica) wants only the cloud-wide clauses.
+        assert_eq!(
+            p.wanted(&m, "node9"),
+            clauses(&[C::Localnet, C::HasNatAddresses, C::NoMac])
+        );
+        // Every clause converts (the uuids are well formed).
+        assert_eq!(
+            monitor_condition(&expect),
+            MonitorCondition::any(expect.iter().map(|c| c.to_clause().unwrap()))
+        );
+    }
+
+    #[test]
+    fn all_gateways_follows_every_cr_lrp() {
+        let m = model(false, false);
+        let want = AllGateways.wanted(&m, "node1");
+        assert_eq!(
+            want,
+            clauses(&[
+                C::ChassisRedirect,
+                C::Chassis(CH.into()),
+                C::Datapath(ROUTER_DP.into()),
+                C::Datapath(OTHER_ROUTER_DP.into()),
+                C::PortNamed("gw".into()),
+                C::PortNamed("sub".into()),
+                C::PortNamed("sub2".into()),
+            ])
+        );
+        assert_eq!(
+            C::ChassisRedirect.to_clause().unwrap(),
+            Clause::eq("type", "chassisredirect")
+        );
+    }
+
+    #[test]
+    fn evpn_gateways_follow_routers_whose_gateway_has_bgpvpn_keys() {
+        let base = [
+            C::Localnet,
+            C::HasNatAddresses,
+            C::Chassis(CH.into()),
+            C::PortNamed("gw".into()),
+        ];
+        // No EVPN settings on the gateway: only its patch port is watched, for when they come.
+        assert_eq!(
+            EvpnGateways.wanted(&model(false, true), "node1"),
+            clauses(&base)
+        );
+        // EVPN gateway: router followed; the subnet's datapath only when it has the keys too.
+        let mut expect = clauses(&base);
+        expect.extend([
+            C::Datapath(ROUTER_DP.into()),
+            C::PortNamed("sub".into()),
+            C::Datapath(PROVIDER_DP.into()),
+        ]);
+        assert_eq!(EvpnGateways.wanted(&model(true, false), "node1"), expect);
+        expect.insert(C::Datapath(TENANT_DP.into()));
+        assert_eq!(EvpnGateways.wanted(&model(true, true), "node1"), expect);
+    }
+
+    #[test]
+    fn evpn_settings_need_a_valid_vni_and_as() {
+        let p = with_evpn(port("p", "gw", "patch", PROVIDER_DP));
+        assert!(has_evpn_settings(&p));
+        let mut bad = p.clone();
+        bad.external_ids
+            .insert(neutron::keys::BGPVPN_VNI.into(), "not-a-number".into());
+        assert!(!has_evpn_settings(&bad));
+        let mut no_as = p;
+        no_as.external_ids.remove(neutron::keys::BGPVPN_AS);
+        assert!(!has_evpn_settings(&no_as));
+    }
+}

@@ -1,0 +1,309 @@
+//! The SB drivers' typed view of the Southbound rows they use, with the indexes their queries need.
+//!
+//! Rows enter and leave one at a time (from replica change events or a recorded snapshot), and
+//! every index is updated in O(1) per row, so computing the exposures of this chassis costs
+//! O(what is local), never a scan of the cloud-wide Port_Binding table.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// OVSDB row uuid as text.
+pub type Uuid = String;
+
+/// `Port_Binding.type` of a distributed gateway port's chassis-redirect port (`cr-lrp-<id>`).
+pub const CHASSISREDIRECT: &str = "chassisredirect";
+
+pub use crate::ovn::neutron::{
+    LB_VIP_PORT_PREFIX, NatEntry, PortAddresses, parse_ip_or_cidr, parse_nat_entry,
+    parse_neutron_cidrs, parse_port_addresses,
+};
+
+crate::ovn_table! {
+    /// The Port_Binding columns the SB drivers read.
+    pub struct PortBinding in "Port_Binding" {
+        pub logical_port: String = "logical_port" as Str,
+        pub port_type: String = "type" as Str,
+        pub mac: Vec<String> = "mac" as Strs,
+        pub chassis: Option<Uuid> = "chassis" as OptRef,
+        /// `None` when the column is empty (older OVN, or not yet set).
+        pub up: Option<bool> = "up" as OptBool,
+        pub datapath: Uuid = "datapath" as Ref,
+        pub options: BTreeMap<String, String> = "options" as StrMap,
+        pub tag: Option<i64> = "tag" as OptInt,
+        pub nat_addresses: Vec<String> = "nat_addresses" as Strs,
+        pub external_ids: BTreeMap<String, String> = "external_ids" as StrMap,
+    }
+}
+
+crate::ovn_table! {
+    /// A Chassis row: its name (the `system-id` of its host).
+    pub struct ChassisRow in "Chassis" {
+        pub name: String = "name" as Str,
+    }
+}
+
+crate::ovn_table! {
+    /// A Load_Balancer row as monitored: the datapath columns differ between OVN versions
+    /// (`datapaths`, then `datapath_group`, then `ls_datapath_group`/`lr_datapath_group`).
+    pub struct LoadBalancerRow in "Load_Balancer" {
+        pub name: String = "name" as Str,
+        pub datapaths: Vec<Uuid> = "datapaths" as Refs [optional],
+        pub datapath_group: Vec<Uuid> = "datapath_group" as Refs [optional],
+        pub ls_datapath_group: Vec<Uuid> = "ls_datapath_group" as Refs [optional],
+        pub lr_datapath_group: Vec<Uuid> = "lr_datapath_group" as Refs [optional],
+    }
+}
+
+crate::ovn_table! {
+    /// A Logical_DP_Group row (OVN >= 21.09): a set of datapaths shared by load balancers.
+    pub struct LogicalDpGroup in "Logical_DP_Group" {
+        pub datapaths: Vec<Uuid> = "datapaths" as Refs,
+    }
+}
+
+/// A Load_Balancer row: its name and the datapaths of the switches and routers it is applied to
+/// (already resolved through `ls_datapath_group`/`datapath_group`/`lr_datapath_group`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadBalancer {
+    pub uuid: Uuid,
+    pub name: String,
+    pub datapaths: BTreeSet<Uuid>,
+}
+
+fn index_insert(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &Uuid) {
+    index
+        .entry(key.to_owned())
+        .or_default()
+        .insert(uuid.clone());
+}
+
+fn index_remove(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &Uuid) {
+    if let Some(set) = index.get_mut(key) {
+        set.remove(uuid);
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+/// The rows plus incremental indexes.
+#[derive(Debug, Default, Clone)]
+pub struct SbModel {
+    ports: HashMap<Uuid, PortBinding>,
+    by_name: HashMap<String, Uuid>,
+    by_chassis: HashMap<String, HashSet<Uuid>>,
+    by_datapath: HashMap<String, HashSet<Uuid>>,
+    /// Localnet ports by datapath: decides whether a datapath is a provider network.
+    localnet_by_datapath: HashMap<String, HashSet<Uuid>>,
+    /// Localnet ports by `options:network_name`: the VLAN tags of a physnet.
+    localnet_by_physnet: HashMap<String, HashSet<Uuid>>,
+    /// Patch ports with a `nat_addresses` entry resident on a port, by that port's name.
+    nat_by_resident: HashMap<String, HashSet<Uuid>>,
+    /// Octavia OVN-provider VIP ports (`neutron:port_name = ovn-lb-vip-<lb>`) by datapath.
+    lb_vip_by_datapath: HashMap<String, HashSet<Uuid>>,
+    /// Every `chassisredirect` port (cr-lrp) in the model, wherever it is bound.
+    chassisredirect: HashSet<Uuid>,
+    /// Chassis name by Chassis row uuid.
+    chassis: HashMap<Uuid, String>,
+    load_balancers: HashMap<Uuid, LoadBalancer>,
+    lb_by_name: HashMap<String, HashSet<Uuid>>,
+}
+
+impl SbModel {
+    pub fn upsert_chassis(&mut self, uuid: Uuid, name: String) {
+        self.chassis.insert(uuid, name);
+    }
+
+    pub fn remove_chassis(&mut self, uuid: &str) {
+        self.chassis.remove(uuid);
+    }
+
+    /// Uuids of the Chassis rows named `name` (normally one).
+    pub fn chassis_uuids_named(&self, name: &str) -> BTreeSet<Uuid> {
+        self.chassis
+            .iter()
+            .filter(|(_, n)| n.as_str() == name)
+            .map(|(u, _)| u.clone())
+            .collect()
+    }
+
+    pub fn upsert_load_balancer(&mut self, lb: LoadBalancer) {
+        self.remove_load_balancer(&lb.uuid.clone());
+        index_insert(&mut self.lb_by_name, &lb.name, &lb.uuid);
+        self.load_balancers.insert(lb.uuid.clone(), lb);
+    }
+
+    pub fn remove_load_balancer(&mut self, uuid: &str) {
+        if let Some(old) = self.load_balancers.remove(uuid) {
+            index_remove(&mut self.lb_by_name, &old.name, &old.uuid);
+        }
+    }
+
+    pub fn load_balancers_named(&self, name: &str) -> impl Iterator<Item = &LoadBalancer> {
+        self.lb_by_name
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|u| self.load_balancers.get(u))
+    }
+
+    pub fn upsert_port(&mut self, port: PortBinding) {
+        let uuid = port.uuid.clone();
+        self.remove_port(&uuid);
+        self.by_name.insert(port.logical_port.clone(), uuid.clone());
+        if let Some(ch) = &port.chassis {
+            index_insert(&mut self.by_chassis, ch, &uuid);
+        }
+        index_insert(&mut self.by_datapath, &port.datapath, &uuid);
+        if port.port_type == "localnet" {
+            index_insert(&mut self.localnet_by_datapath, &port.datapath, &uuid);
+            if let Some(net) = port.options.get("network_name") {
+                index_insert(&mut self.localnet_by_physnet, net, &uuid);
+            }
+        }
+        for resident in nat_residents(&port) {
+            index_insert(&mut self.nat_by_resident, &resident, &uuid);
+        }
+        if lb_vip_name(&port).is_some() {
+            index_insert(&mut self.lb_vip_by_datapath, &port.datapath, &uuid);
+        }
+        if port.port_type == CHASSISREDIRECT {
+            self.chassisredirect.insert(uuid.clone());
+        }
+        self.ports.insert(uuid, port);
+    }
+
+    pub fn remove_port(&mut self, uuid: &str) {
+        let Some(old) = self.ports.remove(uuid) else {
+            return;
+        };
+        let uuid = &old.uuid;
+        if self.by_name.get(&old.logical_port) == Some(uuid) {
+            self.by_name.remove(&old.logical_port);
+        }
+        if let Some(ch) = &old.chassis {
+            index_remove(&mut self.by_chassis, ch, uuid);
+        }
+        index_remove(&mut self.by_datapath, &old.datapath, uuid);
+        if old.port_type == "localnet" {
+            index_remove(&mut self.localnet_by_datapath, &old.datapath, uuid);
+            if let Some(net) = old.options.get("network_name") {
+                index_remove(&mut self.localnet_by_physnet, net, uuid);
+            }
+        }
+        for resident in nat_residents(&old) {
+            index_remove(&mut self.nat_by_resident, &resident, uuid);
+        }
+        if lb_vip_name(&old).is_some() {
+            index_remove(&mut self.lb_vip_by_datapath, &old.datapath, uuid);
+        }
+        self.chassisredirect.remove(uuid);
+    }
+
+    pub fn port(&self, uuid: &str) -> Option<&PortBinding> {
+        self.ports.get(uuid)
+    }
+
+    pub fn port_named(&self, name: &str) -> Option<&PortBinding> {
+        self.by_name.get(name).and_then(|u| self.ports.get(u))
+    }
+
+    fn resolve<'a>(&'a self, set: Option<&'a HashSet<Uuid>>) -> Vec<&'a PortBinding> {
+        let mut v: Vec<&PortBinding> = set
+            .into_iter()
+            .flatten()
+            .filter_map(|u| self.ports.get(u))
+            .collect();
+        // Deterministic order: exposures and their "first producer wins" rule must not depend
+        // on hash order.
+        v.sort_by(|a, b| {
+            a.logical_port
+                .cmp(&b.logical_port)
+                .then(a.uuid.cmp(&b.uuid))
+        });
+        v
+    }
+
+    pub fn ports_on_chassis(&self, chassis_uuid: &str) -> Vec<&PortBinding> {
+        self.resolve(self.by_chassis.get(chassis_uuid))
+    }
+
+    pub fn ports_on_datapath(&self, datapath: &str) -> Vec<&PortBinding> {
+        self.resolve(self.by_datapath.get(datapath))
+    }
+
+    pub fn localnets_on_datapath(&self, datapath: &str) -> Vec<&PortBinding> {
+        self.resolve(self.localnet_by_datapath.get(datapath))
+    }
+
+    pub fn localnets_of_physnet(&self, physnet: &str) -> Vec<&PortBinding> {
+        self.resolve(self.localnet_by_physnet.get(physnet))
+    }
+
+    pub fn nat_ports_resident_on(&self, port_name: &str) -> Vec<&PortBinding> {
+        self.resolve(self.nat_by_resident.get(port_name))
+    }
+
+    pub fn lb_vip_ports_on_datapath(&self, datapath: &str) -> Vec<&PortBinding> {
+        self.resolve(self.lb_vip_by_datapath.get(datapath))
+    }
+
+    /// Every `chassisredirect` port (cr-lrp) in the model, wherever it is bound.
+    pub fn chassisredirect_ports(&self) -> Vec<&PortBinding> {
+        self.resolve(Some(&self.chassisredirect))
+    }
+
+    pub fn chassis_name(&self, uuid: &str) -> Option<&str> {
+        self.chassis.get(uuid).map(String::as_str)
+    }
+
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+}
+
+/// The load-balancer name of an Octavia VIP port (`neutron:port_name = ovn-lb-vip-<lb>`).
+pub fn lb_vip_name(port: &PortBinding) -> Option<&str> {
+    crate::ovn::neutron::lb_vip_name(
+        port.external_ids
+            .get(crate::ovn::neutron::keys::PORT_NAME)
+            .map(String::as_str),
+    )
+}
+
+/// Names of the ports the `nat_addresses` entries of `port` are resident on (unparseable entries
+/// are skipped here and reported when the exposures are computed).
+fn nat_residents(port: &PortBinding) -> BTreeSet<String> {
+    port.nat_addresses
+        .iter()
+        .filter_map(|e| parse_nat_entry(e).ok())
+        .filter_map(|e| e.resident_port)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_follow_updates_and_deletes() {
+        let mut m = SbModel::default();
+        let mut p = PortBinding {
+            uuid: "u1".into(),
+            logical_port: "vm1".into(),
+            chassis: Some("ch".into()),
+            datapath: "dp1".into(),
+            ..Default::default()
+        };
+        m.upsert_port(p.clone());
+        assert_eq!(m.ports_on_chassis("ch").len(), 1);
+        p.chassis = None;
+        p.datapath = "dp2".into();
+        m.upsert_port(p);
+        assert!(m.ports_on_chassis("ch").is_empty());
+        assert!(m.ports_on_datapath("dp1").is_empty());
+        assert_eq!(m.ports_on_datapath("dp2").len(), 1);
+        m.remove_port("u1");
+        assert!(m.port_named("vm1").is_none());
+        assert!(m.ports_on_datapath("dp2").is_empty());
+    }
+}

@@ -1,0 +1,210 @@
+//! The live Southbound feed every SB driver runs: the local chassis identity, a Southbound
+//! client monitoring the tables of [`super::feed::monitor_spec`] with the Port_Binding condition
+//! of the driver's [`SbConditionPolicy`], and the loop that keeps the model and the condition
+//! current. A driver adds only its policy and its computation over [`SbSession::model`].
+
+use std::collections::BTreeSet;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use tracing::{debug, info, warn};
+
+use super::condition::{ConditionClause, SbConditionPolicy, monitor_condition};
+use super::feed::{SbFeed, SbSchemaError, check_schema, monitor_spec};
+use super::model::SbModel;
+use crate::caps::ovsdb::{
+    BatchKind, ChangeBatch, MonitorSpec, OvsdbClient, OvsdbError, TableSpec, condition_eq,
+};
+use crate::config::AgentConfig;
+use crate::ovn::connect::{ConnectError, sb_client_config};
+use crate::ovn::identity::{ChassisIdentity, IdentityError, IdentityWatch};
+use crate::plugin::ChangeScope;
+
+/// How many condition rounds a start waits for: each round follows one more hop of
+/// `options:peer` (gateway → router → subnets), so the first reconcile exposes everything.
+const START_CONDITION_ROUNDS: usize = 4;
+
+/// Why the Southbound feed failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SbSessionError {
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error("Southbound: {0}")]
+    Ovsdb(#[from] OvsdbError),
+    #[error("Southbound: {0}")]
+    Schema(#[from] SbSchemaError),
+    #[error("Southbound: no schema after connecting")]
+    NoSchema,
+    #[error("Southbound: the change stream of the client was already taken")]
+    EventsTaken,
+    #[error("monitor_cond_change on Port_Binding: {0}")]
+    Condition(#[source] OvsdbError),
+    #[error("Southbound client stopped")]
+    SbStopped,
+    #[error("local OVS database client stopped")]
+    OvsStopped,
+}
+
+/// The live Southbound feed of one SB driver, under condition policy `P`.
+pub struct SbSession<P> {
+    policy: P,
+    watch: IdentityWatch,
+    identity: ChassisIdentity,
+    feed: SbFeed,
+    sb: OvsdbClient,
+    sb_events: UnboundedReceiver<ChangeBatch>,
+    /// The Port_Binding condition last sent to the server.
+    condition: BTreeSet<ConditionClause>,
+}
+
+impl<P: SbConditionPolicy> SbSession<P> {
+    /// Connect to the Southbound of `identity` and return once the first complete replica, and
+    /// the rows the first conditions pull in, are in the model.
+    pub async fn start(
+        config: &AgentConfig,
+        watch: IdentityWatch,
+        identity: ChassisIdentity,
+        policy: P,
+    ) -> Result<Self, SbSessionError> {
+        let client_config = sb_client_config(config, &identity)?;
+        let chassis_condition = || condition_eq("name", identity.system_id.as_str());
+        // The Load_Balancer datapath columns differ between OVN versions: ask the schema first.
+        let probe = OvsdbClient::connect(
+            client_config.clone(),
+            MonitorSpec::default()
+                .table(TableSpec::new("Chassis", &["name"]).with_condition(chassis_condition())),
+        )
+        .await?;
+        let schema = probe.schema().ok_or(SbSessionError::NoSchema)?;
+        drop(probe);
+        check_schema(&schema)?;
+        let feed = SbFeed::default();
+        let condition = policy.wanted(&feed.model, &identity.system_id);
+        let spec = monitor_spec(
+            &schema,
+            Some(chassis_condition()),
+            Some(monitor_condition(&condition)),
+        );
+        let sb = OvsdbClient::connect(client_config, spec).await?;
+        let sb_events = sb.events().ok_or(SbSessionError::EventsTaken)?;
+        let mut session = SbSession {
+            policy,
+            watch,
+            identity,
+            feed,
+            sb,
+            sb_events,
+            condition,
+        };
+        // The initial download, and the rows the first conditions pull in (gateway routers,
+        // their subnets) before the first reconcile, so a start exposes everything at once.
+        for _ in 0..START_CONDITION_ROUNDS {
+            session.drain();
+            let before = session.condition.clone();
+            session.update_condition().await?;
+            if before == session.condition {
+                break;
+            }
+        }
+        session.drain();
+        info!(
+            ports = session.feed.model.port_count(),
+            "Southbound replica ready"
+        );
+        Ok(session)
+    }
+
+    /// The model of the rows monitored.
+    pub fn model(&self) -> &SbModel {
+        &self.feed.model
+    }
+
+    /// The last usable chassis identity.
+    pub fn identity(&self) -> &ChassisIdentity {
+        &self.identity
+    }
+
+    /// The Port_Binding clauses last sent to the server.
+    pub fn condition(&self) -> &BTreeSet<ConditionClause> {
+        &self.condition
+    }
+
+    /// Wait for the next Southbound change or identity change, and apply it and everything
+    /// already waiting. Cancel-safe: a batch received is applied before any further `.await`.
+    /// The condition the model now calls for is sent by [`SbSession::settle`], which the host
+    /// never cancels.
+    pub async fn changed(&mut self) -> Result<ChangeScope, SbSessionError> {
+        let mut scope = ChangeScope::Rows;
+        tokio::select! {
+            batch = self.sb_events.recv() => match batch {
+                Some(batch) => {
+                    if batch.kind != BatchKind::Update {
+                        scope = ChangeScope::Full;
+                    }
+                    self.feed.apply(&batch.changes);
+                }
+                None => return Err(SbSessionError::SbStopped),
+            },
+            identity = self.watch.changed() => match identity {
+                Some(identity) => self.identity = identity,
+                None => return Err(SbSessionError::OvsStopped),
+            },
+        }
+        if self.drain() == ChangeScope::Full {
+            scope = ChangeScope::Full;
+        }
+        Ok(scope)
+    }
+
+    /// Follow the condition the model calls for after a change (`monitor_cond_change`). Not
+    /// cancel-safe: a cut round trip would leave the recorded condition behind the server's.
+    pub async fn settle(&mut self) -> Result<(), SbSessionError> {
+        // Not fatal: the client re-sends its conditions after a reconnect, and the next change
+        // retries this one.
+        if let Err(e) = self.update_condition().await {
+            warn!("{e}");
+        }
+        Ok(())
+    }
+
+    /// Apply every batch already waiting, so a burst costs one reconcile.
+    fn drain(&mut self) -> ChangeScope {
+        let mut scope = ChangeScope::Rows;
+        let mut batches = Vec::new();
+        while let Ok(b) = self.sb_events.try_recv() {
+            batches.push(b);
+        }
+        for batch in &batches {
+            if batch.kind != BatchKind::Update {
+                scope = ChangeScope::Full;
+            }
+            self.feed.apply(&batch.changes);
+        }
+        if let Some(identity) = self.watch.try_changed() {
+            self.identity = identity;
+        }
+        scope
+    }
+
+    /// Send a new Port_Binding condition when the model calls for one. The server answers with
+    /// the rows that now match (or stop matching), which arrive as ordinary changes.
+    async fn update_condition(&mut self) -> Result<(), SbSessionError> {
+        let want = self
+            .policy
+            .wanted(&self.feed.model, &self.identity.system_id);
+        if want == self.condition {
+            return Ok(());
+        }
+        debug!(
+            clauses = want.len(),
+            "updating the Port_Binding monitor condition"
+        );
+        self.sb
+            .set_condition("Port_Binding", monitor_condition(&want))
+            .await
+            .map_err(SbSessionError::Condition)?;
+        self.condition = want;
+        Ok(())
+    }
+}
