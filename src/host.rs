@@ -104,7 +104,7 @@ impl Agent {
             );
         }
         let caps = Capabilities::for_agent(&config);
-        let ctx = PluginContext { config, caps };
+        let ctx = PluginContext::new(config, caps);
         let driver = (d.factory)(&ctx).map_err(|source| HostError::Driver {
             driver: d.name.to_owned(),
             source,

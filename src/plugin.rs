@@ -26,11 +26,27 @@ pub enum PluginError {
     Capability(#[from] crate::caps::CapError),
 }
 
-/// What the host gives a plugin: the effective configuration and the capability handles.
+/// What the host gives a plugin: the effective configuration, the capability handles and the
+/// chassis identity.
 #[derive(Clone)]
 pub struct PluginContext {
     pub config: Arc<AgentConfig>,
     pub caps: Capabilities,
+    /// Who this chassis is (system-id, hostname, bridge mappings, remotes), read once by the
+    /// host for every plugin, on first use.
+    pub identity: crate::ovn::identity::IdentitySource,
+}
+
+impl PluginContext {
+    /// A context whose identity is read from `[DEFAULT] ovsdb_connection` when first asked for.
+    pub fn new(config: Arc<AgentConfig>, caps: Capabilities) -> Self {
+        let identity = crate::ovn::identity::IdentitySource::from_config(config.clone());
+        Self {
+            config,
+            caps,
+            identity,
+        }
+    }
 }
 
 /// How much changed since the last call to [`Driver::desired_exposures`].

@@ -143,7 +143,7 @@ fn harness(settle_time: Duration, hang_after: Option<usize>) -> Harness {
         entered: entered_tx,
     });
     let caps = Capabilities::new_test(&config, reconciler.clone());
-    let ctx = PluginContext { config, caps };
+    let ctx = PluginContext::new(config, caps);
     let (driver_events, events) = mpsc::unbounded_channel();
     let (backend_changes, changes) = mpsc::unbounded_channel();
     let ips = Arc::new(std::sync::Mutex::new(vec!["172.24.4.10".parse().unwrap()]));

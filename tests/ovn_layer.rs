@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ovn_bgp_agent::caps::ovsdb::*;
 use ovn_bgp_agent::config::AgentConfig;
-use ovn_bgp_agent::ovn::identity::IdentityWatch;
+use ovn_bgp_agent::ovn::identity::{IdentitySource, IdentityWatch};
 use ovn_bgp_agent::ovn::sb::condition::{ConditionClause, LocalChassisPolicy};
 use ovn_bgp_agent::ovn::sb::session::SbSession;
 use ovsdb_support::*;
@@ -189,10 +189,12 @@ async fn sb_session_converges_its_condition_at_start_and_follows_rows() {
     )
     .await;
     let config = config_for(&ovs);
-    let (watch, identity) = IdentityWatch::connect(&config).await.unwrap();
+    // As the host hands it to plugins: one source, read on first use.
+    let source = IdentitySource::from_config(std::sync::Arc::new(config.clone()));
+    let identity = source.feed().await.unwrap();
+    assert_eq!(identity.borrow().system_id, "node1");
     let mut session = SbSession::start(
         &config,
-        watch,
         identity,
         LocalChassisPolicy {
             follow_tenant_networks: false,

@@ -11,7 +11,6 @@ use tracing::info;
 use super::compute::{LocalChassis, TenantOptions, compute};
 use crate::config::AgentConfig;
 use crate::exposure::ExposureSet;
-use crate::ovn::identity::IdentityWatch;
 use crate::ovn::sb::condition::LocalChassisPolicy;
 use crate::ovn::sb::model::SbModel;
 use crate::ovn::sb::session::SbSession;
@@ -59,10 +58,13 @@ impl SbBgpDriver {
 
 #[async_trait]
 impl Driver for SbBgpDriver {
-    async fn start(&mut self, _ctx: &PluginContext) -> Result<(), PluginError> {
-        let (watch, identity) = IdentityWatch::connect(&self.config).await.map_err(failed)?;
-        info!(chassis = %identity.system_id, mappings = ?identity.bridge_mappings, "local chassis");
-        let session = SbSession::start(&self.config, watch, identity, self.policy())
+    async fn start(&mut self, ctx: &PluginContext) -> Result<(), PluginError> {
+        let identity = ctx.identity.feed().await.map_err(failed)?;
+        {
+            let current = identity.borrow();
+            info!(chassis = %current.system_id, mappings = ?current.bridge_mappings, "local chassis");
+        }
+        let session = SbSession::start(&self.config, identity, self.policy())
             .await
             .map_err(failed)?;
         self.session = Some(session);

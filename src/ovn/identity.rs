@@ -235,9 +235,100 @@ impl IdentityWatch {
     }
 }
 
+/// The chassis identity as the host hands it to plugins: read once from the local
+/// `Open_vSwitch` row on first use (one OVSDB connection for the driver and the backend
+/// together, and none for a plugin that never asks), then followed; every plugin gets a
+/// receiver of the current identity.
+#[derive(Clone)]
+pub struct IdentitySource {
+    config: std::sync::Arc<AgentConfig>,
+    feed: std::sync::Arc<tokio::sync::OnceCell<tokio::sync::watch::Receiver<ChassisIdentity>>>,
+    /// The sender of a fixed identity, kept so that its receivers never see it closed.
+    _fixed_sender: Option<std::sync::Arc<tokio::sync::watch::Sender<ChassisIdentity>>>,
+}
+
+impl std::fmt::Debug for IdentitySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdentitySource")
+            .field("connected", &self.feed.initialized())
+            .finish()
+    }
+}
+
+impl IdentitySource {
+    /// Read from `[DEFAULT] ovsdb_connection` when first asked for.
+    pub fn from_config(config: std::sync::Arc<AgentConfig>) -> Self {
+        Self {
+            config,
+            feed: Default::default(),
+            _fixed_sender: None,
+        }
+    }
+
+    /// A fixed identity (tests, replay): no database is read.
+    pub fn fixed(config: std::sync::Arc<AgentConfig>, identity: ChassisIdentity) -> Self {
+        let (tx, rx) = tokio::sync::watch::channel(identity);
+        Self {
+            config,
+            feed: std::sync::Arc::new(tokio::sync::OnceCell::new_with(Some(rx))),
+            _fixed_sender: Some(std::sync::Arc::new(tx)),
+        }
+    }
+
+    /// The identity feed: connects and reads the row on the first call, then follows it in a
+    /// task of its own. The receiver's value is the last usable identity; `changed()` fails
+    /// when the local OVS database client stopped.
+    pub async fn feed(
+        &self,
+    ) -> Result<tokio::sync::watch::Receiver<ChassisIdentity>, IdentityError> {
+        self.feed
+            .get_or_try_init(|| async {
+                let (mut watch, identity) = IdentityWatch::connect(&self.config).await?;
+                let (tx, rx) = tokio::sync::watch::channel(identity);
+                tokio::spawn(async move {
+                    loop {
+                        tokio::select! {
+                            changed = watch.changed() => match changed {
+                                Some(identity) => {
+                                    if tx.send(identity).is_err() {
+                                        return;
+                                    }
+                                }
+                                // The sender drops: receivers see the client stopped.
+                                None => return,
+                            },
+                            () = tx.closed() => return,
+                        }
+                    }
+                });
+                Ok(rx)
+            })
+            .await
+            .cloned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_fixed_identity_source_hands_out_a_live_feed() {
+        let identity = ChassisIdentity {
+            system_id: "node1".into(),
+            ..Default::default()
+        };
+        let source = IdentitySource::fixed(Default::default(), identity);
+        let mut feed = source.clone().feed().await.unwrap();
+        assert_eq!(feed.borrow_and_update().system_id, "node1");
+        // The sender lives with the source: no change, but not closed either.
+        assert_eq!(feed.has_changed().ok(), Some(false));
+        drop(source);
+        assert!(
+            feed.has_changed().is_err(),
+            "closed once every source is gone"
+        );
+    }
 
     #[test]
     fn identity_from_a_full_row() {

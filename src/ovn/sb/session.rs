@@ -16,7 +16,7 @@ use crate::caps::ovsdb::{
 };
 use crate::config::AgentConfig;
 use crate::ovn::connect::{ConnectError, sb_client_config};
-use crate::ovn::identity::{ChassisIdentity, IdentityError, IdentityWatch};
+use crate::ovn::identity::{ChassisIdentity, IdentityError};
 use crate::plugin::ChangeScope;
 
 /// How many condition rounds a start waits for: each round follows one more hop of
@@ -49,7 +49,7 @@ pub enum SbSessionError {
 /// The live Southbound feed of one SB driver, under condition policy `P`.
 pub struct SbSession<P> {
     policy: P,
-    watch: IdentityWatch,
+    identity_feed: tokio::sync::watch::Receiver<ChassisIdentity>,
     identity: ChassisIdentity,
     feed: SbFeed,
     sb: OvsdbClient,
@@ -63,10 +63,10 @@ impl<P: SbConditionPolicy> SbSession<P> {
     /// the rows the first conditions pull in, are in the model.
     pub async fn start(
         config: &AgentConfig,
-        watch: IdentityWatch,
-        identity: ChassisIdentity,
+        mut identity_feed: tokio::sync::watch::Receiver<ChassisIdentity>,
         policy: P,
     ) -> Result<Self, SbSessionError> {
+        let identity = identity_feed.borrow_and_update().clone();
         let client_config = sb_client_config(config, &identity)?;
         let chassis_condition = || condition_eq("name", identity.system_id.as_str());
         // The Load_Balancer datapath columns differ between OVN versions: ask the schema first.
@@ -90,7 +90,7 @@ impl<P: SbConditionPolicy> SbSession<P> {
         let sb_events = sb.events().ok_or(SbSessionError::EventsTaken)?;
         let mut session = SbSession {
             policy,
-            watch,
+            identity_feed,
             identity,
             feed,
             sb,
@@ -146,9 +146,9 @@ impl<P: SbConditionPolicy> SbSession<P> {
                 }
                 None => return Err(SbSessionError::SbStopped),
             },
-            identity = self.watch.changed() => match identity {
-                Some(identity) => self.identity = identity,
-                None => return Err(SbSessionError::OvsStopped),
+            changed = self.identity_feed.changed() => match changed {
+                Ok(()) => self.identity = self.identity_feed.borrow_and_update().clone(),
+                Err(_) => return Err(SbSessionError::OvsStopped),
             },
         }
         if self.drain() == ChangeScope::Full {
@@ -181,8 +181,8 @@ impl<P: SbConditionPolicy> SbSession<P> {
             }
             self.feed.apply(&batch.changes);
         }
-        if let Some(identity) = self.watch.try_changed() {
-            self.identity = identity;
+        if self.identity_feed.has_changed().unwrap_or(false) {
+            self.identity = self.identity_feed.borrow_and_update().clone();
         }
         scope
     }
