@@ -29,6 +29,16 @@ pub enum RtTablesError {
         source: std::io::Error,
     },
     #[error(
+        "routing table {table} wanted by VRF {vrf} (table = VNI) is already {owner}'s in {path}; \
+         the VRF is not created (renumber one of them)"
+    )]
+    TableTaken {
+        vrf: String,
+        table: u32,
+        owner: String,
+        path: String,
+    },
+    #[error(
         "no free routing table number in 1..=252 for bridge {bridge} (all used in {path} or reserved for bgp_vrf_table_id); free some lines in that file"
     )]
     Exhausted { bridge: String, path: String },
@@ -150,6 +160,58 @@ impl RtTables {
         Ok(out)
     }
 
+    /// Claim fixed table numbers for VRFs (EVPN: table = VNI, as upstream), in the same file
+    /// as the bridge tables, so that the two can never collide: a bridge allocated later skips
+    /// every number in the file, and a VRF whose number a bridge (or `bgp_vrf_table_id`, or a
+    /// reserved table) already has gets its own error, the other VRFs being unaffected.
+    pub fn claim_vrf_tables(
+        &self,
+        vrfs: &[(InterfaceName, u32)],
+    ) -> Result<BTreeMap<InterfaceName, Result<u32, RtTablesError>>, RtTablesError> {
+        let content = self.read()?;
+        let mut owners: BTreeMap<u32, String> = BTreeMap::new();
+        for (n, name) in content.lines().filter_map(parse_line) {
+            owners.entry(n).or_insert_with(|| name.to_owned());
+        }
+        owners.insert(self.vrf_table, "bgp_vrf_table_id".to_owned());
+        let mut out = BTreeMap::new();
+        let mut appended = String::new();
+        for (vrf, table) in vrfs {
+            let r = match owners.get(table) {
+                Some(owner) if owner == vrf.as_str() => Ok(*table),
+                Some(owner) => Err(RtTablesError::TableTaken {
+                    vrf: vrf.to_string(),
+                    table: *table,
+                    owner: owner.clone(),
+                    path: self.path.display().to_string(),
+                }),
+                None if *table == 0 || *table >= 253 && *table <= 255 => {
+                    Err(RtTablesError::TableTaken {
+                        vrf: vrf.to_string(),
+                        table: *table,
+                        owner: "the kernel".to_owned(),
+                        path: self.path.display().to_string(),
+                    })
+                }
+                None => {
+                    owners.insert(*table, vrf.to_string());
+                    appended.push_str(&format!("{table} {vrf}\n"));
+                    Ok(*table)
+                }
+            };
+            out.insert(vrf.clone(), r);
+        }
+        if !appended.is_empty() {
+            let mut new = content;
+            if !new.is_empty() && !new.ends_with('\n') {
+                new.push('\n');
+            }
+            new.push_str(&appended);
+            self.write_atomically(&new)?;
+        }
+        Ok(out)
+    }
+
     /// The table of one bridge (see [`RtTables::ensure`]).
     pub fn ensure_one(&self, bridge: &InterfaceName) -> Result<u32, RtTablesError> {
         let mut m = self.ensure(std::slice::from_ref(bridge))?;
@@ -193,6 +255,48 @@ impl RtTables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn name(s: &str) -> InterfaceName {
+        InterfaceName::new(s).unwrap()
+    }
+
+    #[test]
+    fn bridge_and_vrf_tables_never_collide() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = RtTables::new(dir.path().join("rt_tables"), 10);
+        let br = rt.ensure_one(&name("br-ex")).unwrap();
+        let claims = rt
+            .claim_vrf_tables(&[
+                (name("vrf-100000"), 100_000),
+                (name("vrf-clash"), br),
+                (name("vrf-10"), 10),
+                (name("vrf-254"), 254),
+            ])
+            .unwrap();
+        assert_eq!(claims[&name("vrf-100000")].as_ref().ok(), Some(&100_000));
+        let clash = claims[&name("vrf-clash")].as_ref().unwrap_err().to_string();
+        assert!(clash.contains("br-ex"), "{clash}");
+        assert!(
+            claims[&name("vrf-10")]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("bgp_vrf_table_id")
+        );
+        assert!(claims[&name("vrf-254")].is_err());
+        // A VNI-numbered VRF in the bridge range is recorded, so a bridge added later skips it.
+        let small = rt.claim_vrf_tables(&[(name("vrf-77"), 77)]).unwrap();
+        assert_eq!(small[&name("vrf-77")].as_ref().ok(), Some(&77));
+        let text = std::fs::read_to_string(dir.path().join("rt_tables")).unwrap();
+        assert!(text.contains("77 vrf-77"), "{text}");
+        for i in 0..200 {
+            let t = rt.ensure_one(&name(&format!("br-{i}"))).unwrap();
+            assert_ne!(t, 77, "a bridge got the VRF's table");
+        }
+        // Claiming again is idempotent.
+        let again = rt.claim_vrf_tables(&[(name("vrf-77"), 77)]).unwrap();
+        assert!(again[&name("vrf-77")].is_ok());
+    }
 
     #[test]
     fn allocation_is_stable_and_skips_used_and_vrf_table() {
