@@ -5,6 +5,9 @@
 //! recovery after the flows were wiped, removal; FRR ensure() when something must be applied
 //! and when nothing changed (no vtysh process at all).
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 #[path = "../tests/frrovs_support/mod.rs"]
 mod support;
 

@@ -6,6 +6,8 @@
 //! deletes it at the end. With `--kernel-reference` it also times `ip -batch` adding the same
 //! objects in another fresh namespace: what the kernel itself needs, one request at a time.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
 // Unsafe code allowed in this benchmark: getrusage for the CPU split of the benchmark.
 #![allow(unsafe_code)]
 

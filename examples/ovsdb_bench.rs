@@ -5,6 +5,8 @@
 //! `BENCH_SAVE_REPLY=FILE` saves the monitor reply; `ovsdb_bench --replay FILE [RUNS]` then
 //! runs only the decode pipeline on it, printing each run (for profiling).
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
 // Unsafe code allowed in this benchmark: a counting global allocator and getrusage, for the benchmark figures.
 #![allow(unsafe_code)]
 
@@ -451,7 +453,9 @@ async fn main() {
             };
             let now = Instant::now();
             if let Some(received) = batch.received {
-                o.lock().unwrap().push(now.duration_since(received));
+                o.lock()
+                    .unwrap()
+                    .push(now.duration_since(received.into_std()));
             }
             for ch in &batch.changes {
                 if let Some(new) = ch.new_row()

@@ -2,6 +2,9 @@
 //! namespaces joined by a veth pair, eBGP between them. Each test owns its instances, config
 //! dirs, pid files and vty socket dirs.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod frrovs_support;
 
 use std::collections::BTreeMap;

@@ -3,6 +3,9 @@
 //! shutdown during a hung apply, backend-reported changes, and the policy stage between the
 //! driver and the backend.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;

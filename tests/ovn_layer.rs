@@ -3,6 +3,9 @@
 //! and following rows afterwards. Run under the daemon lock:
 //! `flock /tmp/ovn-bgp-daemons.lock cargo test --test ovn_layer`.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod ovsdb_support;
 
 use std::time::Duration;

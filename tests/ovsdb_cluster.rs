@@ -1,6 +1,9 @@
 //! A 3-member Raft cluster on 127.0.0.1: a leader-only client follows leadership when the
 //! leader is killed, and loses no update written across the failover.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod ovsdb_support;
 
 use std::time::{Duration, Instant};

@@ -2,6 +2,9 @@
 //! endless message, silence. The client must report an error and reconnect, never crash or
 //! buffer without bound; it must answer the server's echo and probe a silent server.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod ovsdb_support;
 
 use std::sync::Arc;

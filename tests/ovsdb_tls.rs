@@ -1,6 +1,9 @@
 //! `ssl:` remotes through rustls against a real `ovsdb-server` with `pssl:`, using PEM key,
 //! certificate and CA files as the `[ovn] ovn_sb_*` options name them.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod ovsdb_support;
 
 use std::time::Duration;

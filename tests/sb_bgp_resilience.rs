@@ -10,6 +10,9 @@
 //! binary. Runs as root. The scenarios run one at a time (each has its own lab), so they never
 //! compete for the lab's TCP ports.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod agent_fixture;
 mod lab_fixture;
 

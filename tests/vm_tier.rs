@@ -7,6 +7,9 @@
 //! `cargo test` and run by `scripts/vm-tier/test.sh`, which CI calls explicitly. Run as root after
 //! `scripts/vm-tier/prepare.sh`.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod agent_fixture;
 mod lab_fixture;
 

@@ -192,7 +192,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
         let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
-        let start = std::time::Instant::now();
+        let start = tokio::time::Instant::now();
         let err = Invocation::new("/bin/sh", Duration::from_millis(500))
             .arg("-c")
             .arg(script)

@@ -2,6 +2,8 @@
 //! overrides (short intervals), its log kept in the lab directory, stopped with SIGTERM (as an
 //! operator's service manager does) or killed, and always stopped when dropped.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
 #![allow(dead_code)] // each test binary uses a different part of the fixture
 
 use std::path::{Path, PathBuf};

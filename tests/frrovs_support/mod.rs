@@ -3,6 +3,8 @@
 //! the test panics. Names use the `fot` prefix plus pid and a counter; every daemon is killed by
 //! the pid this fixture started.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -6,6 +6,8 @@
 //! namespace prefix (`labt<pid % 1000><n>-`) and its own pair of NB/SB TCP ports, so it never
 //! collides with a developer's lab (`/tmp/ovn-bgp-lab`, `lab-…`) or with other tests.
 
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
 #![allow(dead_code)] // each test binary uses a different part of the fixture
 
 use std::collections::HashMap;

@@ -1,5 +1,8 @@
 //! Test fixtures: real `ovsdb-server` (standalone or Raft cluster members) and `ovn-northd`
 //! processes in unique temporary directories, killed by pid when dropped.
+
+// Real daemons and benchmarks run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -6,7 +6,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -166,7 +168,7 @@ pub struct ChangeBatch {
     /// For a batch from one update notification: when the notification had been read off the
     /// socket, so `received.elapsed()` at the consumer is the client's own share of the
     /// latency (decode, replica, indexes, channel).
-    pub received: Option<std::time::Instant>,
+    pub received: Option<tokio::time::Instant>,
 }
 
 /// Counters describing the client's life so far.
@@ -814,7 +816,7 @@ impl Worker {
         Ok(())
     }
 
-    fn emit(&self, kind: BatchKind, changes: Vec<Change>, received: Option<std::time::Instant>) {
+    fn emit(&self, kind: BatchKind, changes: Vec<Change>, received: Option<tokio::time::Instant>) {
         let txn_id = self
             .shared
             .replica

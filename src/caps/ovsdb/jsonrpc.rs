@@ -53,7 +53,7 @@ pub enum Incoming {
         method: String,
         params: RawJson,
         /// When the whole message had been read from the socket (for latency accounting).
-        received: std::time::Instant,
+        received: tokio::time::Instant,
     },
     Response {
         id: Value,
@@ -109,7 +109,7 @@ pub fn decode(frame: Frame, remote: &str) -> Result<Incoming, OvsdbError> {
         (Some(method), _) => Ok(Incoming::Notification {
             method,
             params: params(text, params_at),
-            received: std::time::Instant::now(),
+            received: tokio::time::Instant::now(),
         }),
         (None, Some(id)) => Ok(Incoming::Response {
             id,
