@@ -244,3 +244,65 @@ fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_i
         "the same prefixes before and after the restart"
     );
 }
+
+/// SIGTERM while an apply hangs (here: `vtysh -f` never returns) stops the agent within 5 s,
+/// leaving what was already applied in place: a service manager's stop never waits for a stuck
+/// tool, and a restart still withdraws nothing.
+#[test]
+fn sigterm_during_a_hung_apply_stops_within_five_seconds_and_leaves_everything_exposed() {
+    require_root();
+    let lab = Lab::start();
+    let config = std::fs::read_to_string(lab.dir().join("bgp-agent.conf")).unwrap();
+    let real_vtysh = config
+        .lines()
+        .find_map(|l| l.strip_prefix("vtysh_path = "))
+        .expect("the lab configures vtysh_path")
+        .trim()
+        .to_owned();
+    let marker = lab.dir().join("vtysh-apply-started");
+    let wrapper = lab.dir().join("vtysh-hangs-on-apply");
+    // Queries pass through; the configuration apply (`vtysh -f FILE`) hangs.
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = -f ]; then touch '{}'; exec sleep 300; fi\ndone\nexec '{real_vtysh}' \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", &wrapper.display().to_string()])
+        .status()
+        .unwrap();
+    let overrides = format!(
+        "{OVERRIDES}[frr]\nvtysh_path = {}\nvtysh_timeout = 300\n",
+        wrapper.display()
+    );
+    let mut agent = Agent::start(lab.dir(), &overrides);
+    wait_for(
+        "the agent inside its FRR apply",
+        CONVERGENCE_TIMEOUT,
+        || {
+            if marker.exists() {
+                Ok(())
+            } else {
+                Err(agent.log_tail())
+            }
+        },
+    );
+    // The kernel part of that apply came first: the gateway address is on bgp-nic.
+    let gw4 = format!("{}/32", lab.env("GW_IP4"));
+    let before = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+    assert!(before.contains(&gw4), "{before}");
+    agent.assert_running();
+    let took = agent.stop();
+    assert!(
+        took < Duration::from_secs(5),
+        "SIGTERM during a hung apply took {took:?}"
+    );
+    let after = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+    assert!(after.contains(&gw4), "withdrawn on stop:\n{after}");
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", "exec sleep 300|sleep 300"])
+        .status();
+}

@@ -129,7 +129,7 @@ impl VtyshConfigurator {
 
     /// Makes sure `snippets` are applied; returns how many were (re)applied (0: nothing to do).
     ///
-    /// All snippets go to one `vtysh -f` run. A snippet dropped from the list is not undone:
+    /// Each snippet goes to its own `vtysh -f` run. A snippet dropped from the list is not undone:
     /// FRR configuration is additive, so removal is explicit ([`Self::remove`] with the matching
     /// `no …` snippet, e.g. [`super::DelVrf`]).
     pub async fn ensure_applied(&self, snippets: &[String]) -> Result<usize, FrrError> {
@@ -168,14 +168,16 @@ impl VtyshConfigurator {
         }
         // Forget the previous state first: if this apply fails, the next call must retry.
         *applied = Applied::default();
-        let mut config = String::new();
+        // One `vtysh -f` per snippet: within one file vtysh keeps the CLI node the previous
+        // snippet ended in, so a second snippet's lines could land in the first one's context
+        // (two ADD_VRF snippets in one file put the second `vni` on the wrong VRF).
         for snippet in snippets {
-            config.push_str(snippet);
-            if !snippet.ends_with('\n') {
+            let mut config = snippet.clone();
+            if !config.ends_with('\n') {
                 config.push('\n');
             }
+            self.vtysh.apply(&config).await?;
         }
-        self.vtysh.apply(&config).await?;
         *applied = Applied {
             snippets: snippets.to_vec(),
             fingerprint,
