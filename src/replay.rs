@@ -112,16 +112,16 @@ pub enum ReplayError {
     Config {
         path: PathBuf,
         #[source]
-        source: ConfigError,
+        source: Box<ConfigError>,
     },
     #[error("{}: {source}", path.display())]
     Schema {
         path: PathBuf,
         #[source]
-        source: OvsdbError,
+        source: Box<OvsdbError>,
     },
     #[error("case.json external_ids: {0}")]
-    Identity(#[source] IdentityError),
+    Identity(#[source] Box<IdentityError>),
     #[error("case.json: driver {name}: no such driver in this build; available: {available}")]
     UnknownDriver { name: String, available: String },
     #[error("case.json: driver {name} cannot be replayed (it registers no replay hook)")]
@@ -136,7 +136,7 @@ pub enum ReplayError {
     Driver {
         driver: String,
         #[source]
-        source: PluginError,
+        source: Box<PluginError>,
     },
     #[error("{file}: {reason}")]
     Step { file: String, reason: String },
@@ -271,7 +271,7 @@ impl ReplayCase {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
             String::new,
         )
-        .map_err(ReplayError::Identity)?;
+        .map_err(|e| ReplayError::Identity(Box::new(e)))?;
 
         let conf = dir.join("bgp-agent.conf");
         let sources = ConfigSources {
@@ -283,8 +283,13 @@ impl ReplayCase {
             config_dirs: Vec::new(),
             oslo_default_search: false,
         };
-        let loaded = load_with_env(&sources, std::iter::empty::<(String, String)>())
-            .map_err(|source| ReplayError::Config { path: conf, source })?;
+        let loaded =
+            load_with_env(&sources, std::iter::empty::<(String, String)>()).map_err(|source| {
+                ReplayError::Config {
+                    path: conf,
+                    source: Box::new(source),
+                }
+            })?;
 
         let schema = load_schema(dir, &spec.database)?;
 
@@ -433,7 +438,7 @@ fn load_schema(dir: &Path, database: &str) -> Result<DatabaseSchema, ReplayError
         DatabaseSchema::from_json(&json, &label.display().to_string()).map_err(|source| {
             ReplayError::Schema {
                 path: label.clone(),
-                source,
+                source: Box::new(source),
             }
         })?;
     if schema.name != database {
@@ -721,7 +726,7 @@ pub fn run(case: &ReplayCase) -> Result<Vec<ReplayedStep>, ReplayError> {
         .ok_or_else(|| ReplayError::NoReplay { name: name.clone() })?;
     let driver_error = |source| ReplayError::Driver {
         driver: name.clone(),
-        source,
+        source: Box::new(source),
     };
     let mut driver = factory(&ReplayInput {
         config: case.config.clone(),
@@ -737,7 +742,7 @@ pub fn run(case: &ReplayCase) -> Result<Vec<ReplayedStep>, ReplayError> {
     }
     let schema_error = |source| ReplayError::Schema {
         path: case.path("case.json"),
-        source,
+        source: Box::new(source),
     };
     let spec = driver.monitor_spec(&case.schema).map_err(driver_error)?;
     let mut server = ServerDb::new(&case.schema).map_err(schema_error)?;

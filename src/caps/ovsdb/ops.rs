@@ -546,7 +546,7 @@ mod tests {
     }
 
     fn set(items: &[&str]) -> Datum {
-        Datum::set(items.iter().map(|s| Atom::string(s)).collect())
+        Datum::set(items.iter().map(Atom::string).collect())
     }
 
     #[test]
