@@ -65,6 +65,7 @@ inventory::submit! {
         supported_backends: &["underlay"],
         own_backend: None,
         factory: build,
+        replay: None,
     }
 }
 

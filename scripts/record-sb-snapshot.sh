@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records the Southbound tables the SB BGP driver reads, in the snapshot format of
-# tests/fixtures/sb_bgp/<case>/sb.json: {"<table>": [<row as select returns it>, ...]}.
+# tests/fixtures/replay/<driver>/<case>/00-db.json (src/replay.rs): {"<table>": [<row as select returns it>, ...]}.
 #
 #   scripts/record-sb-snapshot.sh unix:/tmp/ovn-bgp-lab/ovn/ovnsb_db.sock > sb.json
 set -euo pipefail

@@ -1,4 +1,5 @@
-//! Command line: `ovn-bgp-agent [--config-file F]... [--config-dir D]... [run|check-config|plugins]`.
+//! Command line: `ovn-bgp-agent [--config-file F]... [--config-dir D]...
+//! [run|check-config|plugins|replay <case-dir> [--update]]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::config::{self, ConfigSources};
 use crate::host::Agent;
 use crate::plugin;
+use crate::replay;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -68,6 +70,19 @@ pub enum Command {
     CheckConfig,
     /// List the drivers and exposure backends compiled into this binary.
     Plugins,
+    /// Replay a recorded case through the compiled driver: print the monitor conditions and
+    /// exposures after the initial database (step 00) and after each NN-update.json, and fail
+    /// naming the first step that differs from its NN-expected.json. The case folder holds
+    /// case.json, 00-db.json, NN-update.json, NN-expected.json, and optionally bgp-agent.conf,
+    /// schema.json, schema-extra.json (layout: docs/writing-a-driver.md). `--config-file` does
+    /// not apply: the case's own bgp-agent.conf does.
+    Replay {
+        /// The case folder.
+        case: PathBuf,
+        /// Write every NN-expected.json from this build's output instead of comparing.
+        #[arg(long)]
+        update: bool,
+    },
 }
 
 /// Entry point shared by the agent binary and the examples.
@@ -79,7 +94,85 @@ pub fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::CheckConfig => check_config(&cli),
+        Command::Replay { case, update } => replay_case(case, *update),
         Command::Run => run(&cli),
+    }
+}
+
+/// `replay`: every step described on stdout; on stderr the first step that differs from its
+/// expected file, with a short diff, and a non-zero exit.
+fn replay_case(dir: &std::path::Path, update: bool) -> ExitCode {
+    let case = match replay::ReplayCase::load(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for w in &case.config_warnings {
+        eprintln!("warning: {}: {w}", case.path("bgp-agent.conf").display());
+    }
+    let steps = match replay::run(&case) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut first_failure: Option<(String, String)> = None;
+    for step in &steps {
+        print!("{}", replay::describe_step(&case, step));
+        let expected = step.expected_file();
+        if update {
+            if let Err(e) = replay::write_expected(&case, step) {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+            println!("-> wrote {expected}\n");
+            continue;
+        }
+        let verdict = match replay::check_step(&case, step) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match verdict {
+            replay::StepCheck::Same => println!("-> as {expected}\n"),
+            replay::StepCheck::Missing => {
+                println!("-> no {expected}\n");
+                first_failure.get_or_insert((
+                    format!(
+                        "step {:02}: no {expected} (--update writes it)",
+                        step.number
+                    ),
+                    String::new(),
+                ));
+            }
+            replay::StepCheck::Differs(diff) => {
+                println!("-> DIFFERS from {expected}\n");
+                first_failure.get_or_insert((
+                    format!(
+                        "step {:02} ({}): the output differs from {expected} \
+                         (- expected, + this build):",
+                        step.number,
+                        step.input_file()
+                    ),
+                    diff,
+                ));
+            }
+        }
+    }
+    match first_failure {
+        None => ExitCode::SUCCESS,
+        Some((what, diff)) => {
+            eprintln!("error: {}: {what}", dir.display());
+            if !diff.is_empty() {
+                eprintln!("{diff}");
+            }
+            ExitCode::FAILURE
+        }
     }
 }
 

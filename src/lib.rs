@@ -15,6 +15,7 @@ pub mod host;
 pub mod ovn;
 pub mod plugin;
 pub mod policy;
+pub mod replay;
 pub mod system;
 pub mod types;
 

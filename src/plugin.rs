@@ -152,6 +152,9 @@ pub struct DriverRegistration {
     /// alone must get the EVPN realisation. `None`: chosen by `exposing_method`.
     pub own_backend: Option<&'static str>,
     pub factory: DriverFactory,
+    /// The driver fed by the replay engine instead of an OVSDB client (`ovn-bgp-agent replay`,
+    /// `tests/fixtures/replay/`); `None`: the driver cannot be replayed.
+    pub replay: Option<crate::replay::ReplayFactory>,
 }
 
 /// An exposure backend compiled into this binary, under its upstream `exposing_method` name.

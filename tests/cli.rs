@@ -92,3 +92,82 @@ fn an_unwritable_log_file_is_a_clear_error() {
         "{err}"
     );
 }
+
+fn replay_fixture(case: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replay/sb_bgp")
+        .join(case)
+}
+
+/// `replay` prints every step's conditions and exposures and succeeds on a case whose expected
+/// files match this build.
+#[test]
+fn replay_prints_each_step_of_a_recorded_case() {
+    let out = agent()
+        .args(["replay", replay_fixture("gateway_moves").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for wanted in [
+        "== step 00 (00-db.json)",
+        "== step 01 (01-update.json): cr-lrp-R1 becomes bound on ch-1",
+        "== step 02 (02-update.json): cr-lrp-R1 moves to ch-3",
+        "logical_port == \"S1\"",
+        "10.0.0.1/24              tenant_subnet      lrp-S1  via 172.24.100.5 on public/br-ex",
+        "-> as 02-expected.json",
+    ] {
+        assert!(stdout.contains(wanted), "{wanted:?} not in:\n{stdout}");
+    }
+}
+
+/// A case whose expected output no longer matches fails naming the first differing step with a
+/// diff; `--update` rewrites the expected files, after which it passes.
+#[test]
+fn replay_names_the_first_differing_step_and_update_rewrites_it() {
+    let dir = temp_dir("replay");
+    let case = dir.join("case");
+    std::fs::create_dir_all(&case).unwrap();
+    for entry in std::fs::read_dir(replay_fixture("provider_vm_lifecycle")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, case.join(path.file_name().unwrap())).unwrap();
+    }
+    // Pretend step 02 was recorded with vm5 still exposed: take step 01's expectation.
+    std::fs::copy(case.join("01-expected.json"), case.join("02-expected.json")).unwrap();
+    let out = agent()
+        .args(["replay", case.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("step 02 (02-update.json): the output differs from 02-expected.json"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("- ") && stderr.contains("172.24.100.50"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("step 03"), "{stderr}");
+
+    let out = agent()
+        .args(["replay", case.to_str().unwrap(), "--update"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(case.join("02-expected.json")).unwrap(),
+        std::fs::read_to_string(replay_fixture("provider_vm_lifecycle").join("02-expected.json"))
+            .unwrap()
+    );
+    let out = agent()
+        .args(["replay", case.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

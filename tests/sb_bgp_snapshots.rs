@@ -1,96 +1,58 @@
-//! Replays recorded Southbound contents through the SB BGP driver's computation and compares the
-//! exposures with the snapshot next to them (`tests/fixtures/sb_bgp/<case>/expected.json`).
-//!
-//! Each case has `sb.json` (rows as `select` returns them), `local.json` (this chassis and its
-//! options) and `expected.json`. The rows go through the OVSDB client's decoder and replica,
-//! typed by the installed OVN_Southbound schema, and the driver's own row conversion
-//! (`drivers/sb_bgp/feed.rs`), as a real download does. A case recorded against a newer OVN
-//! adds the columns the installed schema lacks in `schema-extra.json` (`{"<table>":
-//! {"<column>": <column schema>}}`), e.g. `Load_Balancer.ls_datapath_group` (OVN 23.09+). Regenerate after an intended change with
-//! `UPDATE_SNAPSHOTS=1 cargo test --test sb_bgp_snapshots`, and review the diff.
+//! The SB BGP driver's replay cases (`tests/fixtures/replay/sb_bgp/<case>/`), asserted
+//! explicitly: what each case proves about the driver, on the exposures and monitor conditions
+//! the replay engine (`src/replay.rs`) records after each step. The rows go through the OVSDB
+//! client's decoder and replica, typed by the vendored OVN_Southbound schema, filtered by the
+//! driver's own monitor conditions, and converted by the shared feed, as a real download is.
+//! `tests/replay.rs` compares every step with its `NN-expected.json` (regenerate with
+//! `UPDATE_SNAPSHOTS=1 cargo test --test replay`, and review the diff).
 #![cfg(feature = "sb_bgp")]
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use ovn_bgp_agent::caps::ovsdb::DatabaseSchema;
-use ovn_bgp_agent::drivers::sb_bgp::compute::{LocalChassis, TenantOptions, compute};
-use ovn_bgp_agent::drivers::sb_bgp::feed::load_snapshot;
 use ovn_bgp_agent::exposure::{ExposureKind, ExposureSet};
-use serde_json::Value;
+use ovn_bgp_agent::replay::{self, ReplayCase, StepOutput};
 
-fn case_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sb_bgp")
-        .join(name)
+/// Every step's output of a case, 00 first.
+fn replay_steps(name: &str) -> Vec<StepOutput> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replay/sb_bgp")
+        .join(name);
+    let case = ReplayCase::load(&dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+    replay::run(&case)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .into_iter()
+        .map(|s| s.output)
+        .collect()
 }
 
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
+/// The exposures of a one-step case (its initial database).
 fn run_case(name: &str) -> ExposureSet {
-    let dir = case_dir(name);
-    let mut schema_json = read_json(Path::new("/usr/share/ovn/ovn-sb.ovsschema"));
-    let extra = dir.join("schema-extra.json");
-    if extra.exists() {
-        for (table, columns) in read_json(&extra).as_object().unwrap() {
-            let target = schema_json["tables"][table]["columns"]
-                .as_object_mut()
-                .unwrap_or_else(|| panic!("{name}: schema-extra.json: no table {table}"));
-            for (column, ty) in columns.as_object().unwrap() {
-                target.insert(column.clone(), ty.clone());
-            }
-        }
-    }
-    let schema = DatabaseSchema::from_json(&schema_json, "ovn-sb.ovsschema")
-        .expect("the installed OVN_Southbound schema (package ovn-common)");
-    let feed = load_snapshot(&read_json(&dir.join("sb.json")), &schema)
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let model = &feed.model;
-    let local = read_json(&dir.join("local.json"));
-    let chassis = LocalChassis {
-        name: local["chassis"].as_str().unwrap().to_owned(),
-        bridge_mappings: local["bridge_mappings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                (
-                    m[0].as_str().unwrap().to_owned(),
-                    m[1].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect(),
-    };
-    let tenant = TenantOptions {
-        expose_tenant_networks: local["expose_tenant_networks"].as_bool().unwrap_or(false),
-        expose_ipv6_gua_tenant_networks: local["expose_ipv6_gua_tenant_networks"]
-            .as_bool()
-            .unwrap_or(false),
-        address_scopes: local["address_scopes"]
-            .as_array()
-            .map(|a| a.iter().map(|s| s.as_str().unwrap().to_owned()).collect()),
-    };
-    let got = compute(model, &chassis, &tenant);
-    let rendered = serde_json::to_string_pretty(&got).unwrap() + "\n";
-    let expected_path = dir.join("expected.json");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&expected_path, &rendered).unwrap();
-    }
-    let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with UPDATE_SNAPSHOTS=1 to create it)",
-            expected_path.display()
-        )
-    });
-    assert_eq!(
-        rendered, expected,
-        "{name}: exposures differ from the snapshot"
-    );
-    got
+    let mut steps = replay_steps(name);
+    assert_eq!(steps.len(), 1, "{name} is a one-step case");
+    steps.remove(0).exposures
+}
+
+/// The Port_Binding clauses of a step, as `column function value` strings.
+fn pb_clauses(step: &StepOutput) -> BTreeSet<String> {
+    step.conditions["Port_Binding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {}",
+                c[0].as_str().unwrap(),
+                c[1].as_str().unwrap(),
+                c[2]
+            )
+        })
+        .collect()
+}
+
+fn all_ips(set: &ExposureSet) -> BTreeSet<IpAddr> {
+    set.global().ips.keys().copied().collect()
 }
 
 fn ips_of(set: &ExposureSet, kind: ExposureKind) -> BTreeSet<IpAddr> {
@@ -314,4 +276,133 @@ fn address_scopes_filter_subnets_and_vms() {
         ips_of(&set, ExposureKind::TenantPort),
         ips(&["10.0.0.10", "fd00:1::10"])
     );
+}
+
+const CH1: &str = "c0000000-0000-0000-0000-000000000001";
+const PROVIDER_DP: &str = "d0000000-0000-0000-0000-000000000010";
+const ROUTER_DP: &str = "d0000000-0000-0000-0000-000000000011";
+const TENANT_DP: &str = "d0000000-0000-0000-0000-000000000012";
+
+fn clause(column: &str, function: &str, value: &str) -> String {
+    format!("{column} {function} {value}")
+}
+
+fn uuid_value(u: &str) -> String {
+    format!("[\"uuid\",\"{u}\"]")
+}
+
+/// The clauses every step of a local-chassis case has: this chassis, localnets, FIP carriers,
+/// Octavia VIPs.
+fn base_clauses() -> BTreeSet<String> {
+    BTreeSet::from([
+        clause("chassis", "==", &uuid_value(CH1)),
+        clause("type", "==", "\"localnet\""),
+        clause("nat_addresses", "!=", "[\"set\",[]]"),
+        clause("mac", "==", "[\"set\",[]]"),
+    ])
+}
+
+/// A gateway bound here makes the condition follow its router to the tenant subnets; the
+/// tenant exposures exist only because the re-filtered rows arrived, and leave with them.
+#[test]
+fn a_gateway_bound_here_pulls_its_router_in_and_leaving_withdraws_it() {
+    let steps = replay_steps("gateway_moves");
+    assert_eq!(steps.len(), 3);
+    // 00: the gateway is elsewhere: only the local clauses, only the provider VM.
+    assert_eq!(pb_clauses(&steps[0]), base_clauses());
+    assert_eq!(steps[0].rows["Port_Binding"], 2);
+    assert_eq!(all_ips(&steps[0].exposures), ips(&["172.24.100.10"]));
+    assert!(steps[0].exposures.global().subnets.is_empty());
+
+    // 01: bound here: the provider patch port and the subnet's patch port by name, the router,
+    // provider and tenant datapaths.
+    let mut grown = base_clauses();
+    grown.extend([
+        clause("logical_port", "==", "\"R1\""),
+        clause("logical_port", "==", "\"S1\""),
+        clause("datapath", "==", &uuid_value(PROVIDER_DP)),
+        clause("datapath", "==", &uuid_value(ROUTER_DP)),
+        clause("datapath", "==", &uuid_value(TENANT_DP)),
+    ]);
+    assert_eq!(pb_clauses(&steps[1]), grown);
+    let set = &steps[1].exposures;
+    assert_eq!(
+        ips_of(set, ExposureKind::GatewayPort),
+        ips(&["172.24.100.5"])
+    );
+    assert_eq!(
+        ips_of(set, ExposureKind::TenantPort),
+        ips(&["10.0.0.10", "10.0.0.30"])
+    );
+    let subnets: Vec<String> = set
+        .global()
+        .subnets
+        .iter()
+        .map(|s| s.router_ip.to_string())
+        .collect();
+    assert_eq!(subnets, ["10.0.0.1/24"]);
+    // The other router (gateway on ch-2) is not followed: its subnet never arrives.
+    assert!(!subnets.iter().any(|s| s.starts_with("10.1.")));
+
+    // 02: moved to ch-3: back to the local clauses and rows, everything of R1 withdrawn.
+    assert_eq!(pb_clauses(&steps[2]), base_clauses());
+    assert_eq!(steps[2].rows["Port_Binding"], 2);
+    assert_eq!(steps[2].exposures, steps[0].exposures);
+}
+
+/// A VM port arrives when bound here, is withdrawn when down, and leaves when deleted.
+#[test]
+fn a_provider_vm_is_exposed_while_bound_here_and_up() {
+    let steps = replay_steps("provider_vm_lifecycle");
+    let rows: Vec<usize> = steps.iter().map(|s| s.rows["Port_Binding"]).collect();
+    // The unbound port matches no clause; bound here it does, until deleted.
+    assert_eq!(rows, [2, 3, 3, 2]);
+    let vm5 = ips(&["172.24.100.50", "2001:db8::50"]);
+    assert!(all_ips(&steps[0].exposures).is_disjoint(&vm5));
+    assert_eq!(ips_of(&steps[1].exposures, ExposureKind::ProviderPort), {
+        let mut all = vm5.clone();
+        all.insert("172.24.100.10".parse().unwrap());
+        all
+    });
+    assert!(all_ips(&steps[2].exposures).is_disjoint(&vm5));
+    assert_eq!(steps[3].exposures, steps[0].exposures);
+}
+
+/// FIPs follow `nat_addresses` edits: a centralized one on the local gateway's patch port, a
+/// distributed one on another router's patch port that is monitored only while it carries FIPs.
+#[test]
+fn floating_ips_follow_nat_addresses() {
+    let steps = replay_steps("fip_nat_addresses");
+    assert!(ips_of(&steps[0].exposures, ExposureKind::FloatingIp).is_empty());
+    // R2 arrives with its FIPs (nat_addresses != []); vm6's FIP is resident on ch-2.
+    assert_eq!(
+        steps[1].rows["Port_Binding"],
+        steps[0].rows["Port_Binding"] + 1
+    );
+    assert_eq!(
+        ips_of(&steps[1].exposures, ExposureKind::FloatingIp),
+        ips(&["172.24.100.20", "172.24.100.22"])
+    );
+    assert_eq!(steps[2].rows["Port_Binding"], steps[0].rows["Port_Binding"]);
+    assert_eq!(steps[2].exposures, steps[0].exposures);
+}
+
+/// A malformed row is reported in `skipped` while everything else stays exposed; once
+/// corrected, it is exposed too.
+#[test]
+fn a_malformed_row_is_skipped_and_the_rest_stays() {
+    let steps = replay_steps("malformed_row");
+    assert!(steps[0].exposures.skipped.is_empty());
+    let bad = &steps[1].exposures;
+    assert_eq!(all_ips(bad), ips(&["172.24.100.10"]));
+    assert!(
+        bad.skipped
+            .iter()
+            .any(|s| s.row.contains("(vm7)") && s.reason.contains("not-a-mac")),
+        "{:?}",
+        bad.skipped
+    );
+    let fixed = &steps[2].exposures;
+    assert!(fixed.skipped.is_empty(), "{:?}", fixed.skipped);
+    assert_eq!(all_ips(fixed), ips(&["172.24.100.10", "172.24.100.70"]));
 }

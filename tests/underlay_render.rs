@@ -1,4 +1,5 @@
-//! The underlay backend's rendering of recorded exposures, compared with a snapshot
+//! The underlay backend's rendering of recorded exposures (the SB driver's replay cases after
+//! their initial database), compared with a snapshot
 //! (`tests/fixtures/underlay/<case>.json`; regenerate with `UPDATE_SNAPSHOTS=1`), plus the
 //! acceptance rows of upstream-behaviour.md §9 it covers, asserted explicitly.
 #![cfg(feature = "underlay")]
@@ -35,12 +36,21 @@ fn facts() -> Facts {
     f
 }
 
+/// The SB driver's exposures after the initial database of a replay case
+/// (`tests/fixtures/replay/sb_bgp/<case>/00-expected.json`).
+fn replayed_exposures(case: &str) -> ExposureSet {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replay/sb_bgp")
+        .join(case)
+        .join("00-expected.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let step: serde_json::Value = serde_json::from_str(&text).unwrap();
+    serde_json::from_value(step["exposures"].clone()).unwrap()
+}
+
 fn render_case(case: &str) -> DesiredSystem {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let exposures: ExposureSet = serde_json::from_str(
-        &std::fs::read_to_string(root.join("sb_bgp").join(case).join("expected.json")).unwrap(),
-    )
-    .unwrap();
+    let exposures = replayed_exposures(case);
     let rendered = render(&settings(), &facts(), &exposures);
     assert!(rendered.skipped.is_empty(), "{:?}", rendered.skipped);
     let system = rendered.system;
@@ -221,11 +231,7 @@ fn vlan_provider_routes_through_the_vlan_device() {
 
 #[test]
 fn a_bridge_without_table_is_reported_and_the_rest_still_renders() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let exposures: ExposureSet = serde_json::from_str(
-        &std::fs::read_to_string(root.join("sb_bgp/gateway_tenant_fips/expected.json")).unwrap(),
-    )
-    .unwrap();
+    let exposures = replayed_exposures("gateway_tenant_fips");
     let rendered = render(&settings(), &Facts::default(), &exposures);
     let problems = rendered.skipped;
     assert!(

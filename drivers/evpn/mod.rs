@@ -12,5 +12,6 @@ inventory::submit! {
         // EVPN realisation is always used.
         own_backend: Some("vrf"),
         factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "ovn_evpn_driver" })),
+        replay: None,
     }
 }

@@ -10,5 +10,6 @@ inventory::submit! {
         supported_backends: &["underlay", "vrf", "ovn"],
         own_backend: None,
         factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "nb_ovn_bgp_driver" })),
+        replay: None,
     }
 }

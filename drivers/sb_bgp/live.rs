@@ -11,6 +11,7 @@ use tracing::info;
 use super::compute::{LocalChassis, TenantOptions, compute};
 use crate::config::AgentConfig;
 use crate::exposure::ExposureSet;
+use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::LocalChassisPolicy;
 use crate::ovn::sb::model::SbModel;
 use crate::ovn::sb::session::SbSession;
@@ -33,27 +34,58 @@ pub struct SbBgpDriver {
 
 impl SbBgpDriver {
     pub fn new(ctx: &PluginContext) -> Self {
-        let d = &ctx.config.default;
         Self {
             config: ctx.config.clone(),
-            tenant: TenantOptions {
-                expose_tenant_networks: d.expose_tenant_networks,
-                expose_ipv6_gua_tenant_networks: d.expose_ipv6_gua_tenant_networks,
-                address_scopes: d
-                    .address_scopes
-                    .as_ref()
-                    .map(|s| s.iter().cloned().collect()),
-            },
+            tenant: tenant_options(&ctx.config),
             session: None,
         }
     }
+}
 
-    fn policy(&self) -> LocalChassisPolicy {
-        LocalChassisPolicy {
-            follow_tenant_networks: self.tenant.expose_tenant_networks
-                || self.tenant.expose_ipv6_gua_tenant_networks,
-        }
+/// The tenant-network options of `[DEFAULT]`.
+pub fn tenant_options(config: &AgentConfig) -> TenantOptions {
+    let d = &config.default;
+    TenantOptions {
+        expose_tenant_networks: d.expose_tenant_networks,
+        expose_ipv6_gua_tenant_networks: d.expose_ipv6_gua_tenant_networks,
+        address_scopes: d
+            .address_scopes
+            .as_ref()
+            .map(|s| s.iter().cloned().collect()),
     }
+}
+
+/// The Port_Binding condition policy of these options: routers and subnets are followed only
+/// when tenant networks are exposed.
+pub fn policy(tenant: &TenantOptions) -> LocalChassisPolicy {
+    LocalChassisPolicy {
+        follow_tenant_networks: tenant.expose_tenant_networks
+            || tenant.expose_ipv6_gua_tenant_networks,
+    }
+}
+
+/// The driver's exposures over `model` for the chassis `identity` (the live driver and the
+/// replay engine both answer with this).
+pub fn exposures(
+    model: &SbModel,
+    identity: &ChassisIdentity,
+    tenant: &TenantOptions,
+    config: &AgentConfig,
+) -> ExposureSet {
+    let local = LocalChassis {
+        name: identity.system_id.clone(),
+        bridge_mappings: identity.bridge_mappings.clone(),
+    };
+    let mut set = compute(model, &local, tenant);
+    // Upstream's base configuration redistributes kernel routes with the subnet method,
+    // whatever the driver (A2).
+    if config.default.advertisement_method_tenant_networks
+        == crate::config::TenantAdvertisement::Subnet
+    {
+        set.needs
+            .insert(crate::exposure::RealisationNeed::RedistributeKernel);
+    }
+    set
 }
 
 #[async_trait]
@@ -64,7 +96,7 @@ impl Driver for SbBgpDriver {
             let current = identity.borrow();
             info!(chassis = %current.system_id, mappings = ?current.bridge_mappings, "local chassis");
         }
-        let session = SbSession::start(&self.config, identity, self.policy())
+        let session = SbSession::start(&self.config, identity, policy(&self.tenant))
             .await
             .map_err(failed)?;
         self.session = Some(session);
@@ -94,20 +126,11 @@ impl Driver for SbBgpDriver {
                 &self.tenant,
             ));
         };
-        let identity = session.identity();
-        let local = LocalChassis {
-            name: identity.system_id.clone(),
-            bridge_mappings: identity.bridge_mappings.clone(),
-        };
-        let mut set = compute(session.model(), &local, &self.tenant);
-        // Upstream's base configuration redistributes kernel routes with the subnet method,
-        // whatever the driver (A2).
-        if self.config.default.advertisement_method_tenant_networks
-            == crate::config::TenantAdvertisement::Subnet
-        {
-            set.needs
-                .insert(crate::exposure::RealisationNeed::RedistributeKernel);
-        }
-        Ok(set)
+        Ok(exposures(
+            session.model(),
+            session.identity(),
+            &self.tenant,
+            &self.config,
+        ))
     }
 }

@@ -10,6 +10,7 @@ pub mod compute;
 pub mod feed;
 pub mod live;
 pub mod model;
+pub mod replay;
 
 use crate::plugin::{DriverRegistration, PluginContext};
 
@@ -20,5 +21,6 @@ inventory::submit! {
         supported_backends: &["underlay"],
         own_backend: None,
         factory: |ctx: &PluginContext| Ok(Box::new(live::SbBgpDriver::new(ctx))),
+        replay: Some(replay::start),
     }
 }

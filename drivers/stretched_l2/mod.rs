@@ -10,5 +10,6 @@ inventory::submit! {
         supported_backends: &["underlay"],
         own_backend: None,
         factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "ovn_stretched_l2_bgp_driver" })),
+        replay: None,
     }
 }

@@ -15,6 +15,7 @@
 use serde_json::{Value, json};
 
 use super::error::OvsdbError;
+use super::replica::Row;
 use super::types::{Atom, Datum, Uuid};
 
 /// Comparison function of a condition clause.
@@ -67,6 +68,54 @@ impl Clause {
     pub fn eq(column: impl Into<String>, value: impl Into<Datum>) -> Self {
         Clause::new(column, Function::Eq, value)
     }
+    /// Whether `row` satisfies the clause, as ovsdb-server evaluates it (RFC 7047 §5.1):
+    /// `==`/`!=` compare whole values (sets and maps unordered), `includes` holds when every
+    /// element (or key-value pair) of the clause's value is in the column, `excludes` when none
+    /// is, and `<`, `<=`, `>`, `>=` compare one integer or real (an empty optional column never
+    /// satisfies them, as in ovsdb-server). A column the row does not carry never matches:
+    /// the server would have refused the condition.
+    pub fn matches(&self, row: &Row) -> bool {
+        let (column, function, value) = match self {
+            Clause::Literal(b) => return *b,
+            Clause::Compare {
+                column,
+                function,
+                value,
+            } => (column, *function, value),
+        };
+        let Some(field) = row.get(column) else {
+            return false;
+        };
+        match function {
+            Function::Eq => datum_equal(field, value),
+            Function::Ne => !datum_equal(field, value),
+            Function::Includes => datum_includes(field, value),
+            Function::Excludes => datum_excludes(field, value),
+            Function::Lt | Function::Le | Function::Gt | Function::Ge => {
+                let (Some(a), Some(b)) = (field.as_atom(), value.as_atom()) else {
+                    return false;
+                };
+                let ordering = match (a, b) {
+                    (Atom::Integer(a), Atom::Integer(b)) => a.cmp(b),
+                    (Atom::Integer(_) | Atom::Real(_), Atom::Integer(_) | Atom::Real(_)) => {
+                        // NaN compares with nothing.
+                        match a.as_f64().partial_cmp(&b.as_f64()) {
+                            Some(o) => o,
+                            None => return false,
+                        }
+                    }
+                    _ => return false,
+                };
+                match function {
+                    Function::Lt => ordering.is_lt(),
+                    Function::Le => ordering.is_le(),
+                    Function::Gt => ordering.is_gt(),
+                    _ => ordering.is_ge(),
+                }
+            }
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         match self {
             Clause::Literal(b) => Value::Bool(*b),
@@ -104,6 +153,17 @@ impl MonitorCondition {
             MonitorCondition::Any(c) => Value::Array(c.iter().map(Clause::to_json).collect()),
         }
     }
+    /// Whether ovsdb-server delivers `row` under this condition: `All` every row, `Nothing`
+    /// none, `Any` the rows at least one clause matches (an empty `Any` matches none, as the
+    /// `[false]` it is sent as).
+    pub fn matches(&self, row: &Row) -> bool {
+        match self {
+            MonitorCondition::All => true,
+            MonitorCondition::Nothing => false,
+            MonitorCondition::Any(clauses) => clauses.iter().any(|c| c.matches(row)),
+        }
+    }
+
     /// Columns the clauses refer to (validated against the schema).
     pub fn columns(&self) -> impl Iterator<Item = &str> {
         let clauses: &[Clause] = match self {
@@ -114,6 +174,42 @@ impl MonitorCondition {
             Clause::Compare { column, .. } => Some(column.as_str()),
             Clause::Literal(_) => None,
         })
+    }
+}
+
+/// OVSDB value equality: sets and maps compare as unordered collections; an empty set and an
+/// empty map are the same empty value (`["set",[]]` is how a condition names an empty map).
+fn datum_equal(a: &Datum, b: &Datum) -> bool {
+    match (a, b) {
+        (Datum::Map(x), Datum::Map(y)) => x.len() == y.len() && x.iter().all(|p| y.contains(p)),
+        (Datum::Map(_), other) | (other, Datum::Map(_)) => a.is_empty() && other.is_empty(),
+        _ => {
+            let (x, y) = (a.atoms(), b.atoms());
+            x.len() == y.len() && x.iter().all(|e| y.contains(e))
+        }
+    }
+}
+
+/// `field includes arg`: every element (pair) of `arg` is in `field`; the empty value is
+/// included in everything.
+fn datum_includes(field: &Datum, arg: &Datum) -> bool {
+    if arg.is_empty() {
+        return true;
+    }
+    match (field, arg) {
+        (Datum::Map(f), Datum::Map(a)) => a.iter().all(|p| f.contains(p)),
+        (Datum::Map(_), _) | (_, Datum::Map(_)) => false,
+        _ => arg.atoms().iter().all(|e| field.atoms().contains(e)),
+    }
+}
+
+/// `field excludes arg`: no element (pair) of `arg` is in `field`.
+fn datum_excludes(field: &Datum, arg: &Datum) -> bool {
+    match (field, arg) {
+        (Datum::Map(f), Datum::Map(a)) => !a.iter().any(|p| f.contains(p)),
+        // A set against a map: only the empty value is excluded (the server refuses the rest).
+        (Datum::Map(_), _) | (_, Datum::Map(_)) => arg.is_empty(),
+        _ => !arg.atoms().iter().any(|e| field.atoms().contains(e)),
     }
 }
 
@@ -404,4 +500,160 @@ pub fn parse_transact_result(ops: &[Op], result: Value) -> Result<Vec<OpResult>,
         )));
     }
     Ok(arr.into_iter().map(OpResult).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::caps::ovsdb::client::{MonitorSpec, TableSpec};
+    use crate::caps::ovsdb::decode;
+    use crate::caps::ovsdb::monitor::UpdateFormat;
+    use crate::caps::ovsdb::replica::Replica;
+    use crate::caps::ovsdb::schema::DatabaseSchema;
+
+    const U1: &str = "11111111-1111-1111-1111-111111111111";
+    const U2: &str = "22222222-2222-2222-2222-222222222222";
+
+    /// A row of a table with one column of each shape, decoded by the client's own decoder.
+    fn row(columns: Value) -> Arc<Row> {
+        let schema = DatabaseSchema::from_json(
+            &json!({"name": "T", "version": "1.0.0", "tables": {"T": {"columns": {
+                "name": {"type": "string"},
+                "type": {"type": "string"},
+                "tag": {"type": {"key": "integer", "min": 0, "max": 1}},
+                "weight": {"type": "real"},
+                "chassis": {"type": {"key": "uuid", "min": 0, "max": 1}},
+                "mac": {"type": {"key": "string", "min": 0, "max": "unlimited"}},
+                "options": {"type": {"key": "string", "value": "string",
+                                     "min": 0, "max": "unlimited"}}
+            }}}}),
+            "test",
+        )
+        .unwrap();
+        let metas = MonitorSpec::default()
+            .table(TableSpec::new("T", &[]))
+            .metas(&schema)
+            .unwrap();
+        let text = json!({"T": {U1: {"initial": columns}}}).to_string();
+        let updates = decode::table_updates(&text, &metas, UpdateFormat::V2, None).unwrap();
+        let mut replica = Replica::new(metas);
+        replica.resync(updates, &mut Vec::new());
+        replica.row("T", Uuid::parse(U1).unwrap()).unwrap().clone()
+    }
+
+    fn set(items: &[&str]) -> Datum {
+        Datum::set(items.iter().map(Atom::string).collect())
+    }
+
+    #[test]
+    fn equality_compares_whole_values_sets_and_maps_unordered() {
+        let r = row(json!({
+            "name": "vm1",
+            "chassis": ["uuid", U1],
+            "mac": ["set", ["b", "a"]],
+            "options": ["map", [["peer", "x"], ["k", "v"]]]
+        }));
+        assert!(Clause::eq("name", "vm1").matches(&r));
+        assert!(!Clause::eq("name", "vm2").matches(&r));
+        assert!(Clause::new("name", Function::Ne, "vm2").matches(&r));
+        assert!(Clause::eq("chassis", Uuid::parse(U1).unwrap()).matches(&r));
+        assert!(!Clause::eq("chassis", Uuid::parse(U2).unwrap()).matches(&r));
+        // Set order does not matter; a subset is not equal.
+        assert!(Clause::eq("mac", set(&["a", "b"])).matches(&r));
+        assert!(!Clause::eq("mac", set(&["a"])).matches(&r));
+        assert!(Clause::eq("options", Datum::map([("k", "v"), ("peer", "x")])).matches(&r));
+        assert!(!Clause::eq("options", Datum::map([("k", "v")])).matches(&r));
+        // A column the row does not carry never matches.
+        assert!(!Clause::eq("no_such_column", "vm1").matches(&r));
+    }
+
+    #[test]
+    fn empty_values_as_sb_conditions_use_them() {
+        // `mac == []`, `nat_addresses != []`, `chassis == []` on empty columns.
+        let empty = row(json!({"name": "lb-vip"}));
+        assert!(Clause::eq("mac", Datum::empty()).matches(&empty));
+        assert!(!Clause::new("mac", Function::Ne, Datum::empty()).matches(&empty));
+        assert!(Clause::eq("chassis", Datum::empty()).matches(&empty));
+        // An empty map equals the empty set the condition is written with.
+        assert!(Clause::eq("options", Datum::empty()).matches(&empty));
+        let full = row(json!({"mac": "fa:16:3e:00:00:01 10.0.0.5"}));
+        assert!(!Clause::eq("mac", Datum::empty()).matches(&full));
+        assert!(Clause::new("mac", Function::Ne, Datum::empty()).matches(&full));
+    }
+
+    #[test]
+    fn includes_and_excludes_test_elements_and_pairs() {
+        let r = row(json!({
+            "mac": ["set", ["a", "b", "c"]],
+            "options": ["map", [["peer", "x"], ["k", "v"]]]
+        }));
+        let f =
+            |column: &str, function, value: Datum| Clause::new(column, function, value).matches(&r);
+        assert!(f("mac", Function::Includes, set(&["a", "c"])));
+        assert!(!f("mac", Function::Includes, set(&["a", "z"])));
+        assert!(f("mac", Function::Includes, Datum::empty()));
+        assert!(f("mac", Function::Excludes, set(&["y", "z"])));
+        assert!(!f("mac", Function::Excludes, set(&["z", "b"])));
+        assert!(f("mac", Function::Excludes, Datum::empty()));
+        // Maps: a pair is in the map only with the same key and value.
+        assert!(f(
+            "options",
+            Function::Includes,
+            Datum::map([("peer", "x")])
+        ));
+        assert!(!f(
+            "options",
+            Function::Includes,
+            Datum::map([("peer", "y")])
+        ));
+        assert!(f(
+            "options",
+            Function::Excludes,
+            Datum::map([("peer", "y")])
+        ));
+        assert!(!f(
+            "options",
+            Function::Excludes,
+            Datum::map([("k", "v"), ("q", "r")])
+        ));
+    }
+
+    #[test]
+    fn inequalities_compare_one_number_and_never_an_empty_optional() {
+        let r = row(json!({"tag": 100, "weight": 1.5}));
+        let f =
+            |column: &str, function, value: Datum| Clause::new(column, function, value).matches(&r);
+        assert!(f("tag", Function::Lt, 101.into()));
+        assert!(!f("tag", Function::Lt, 100.into()));
+        assert!(f("tag", Function::Le, 100.into()));
+        assert!(f("tag", Function::Gt, 99.into()));
+        assert!(!f("tag", Function::Gt, 100.into()));
+        assert!(f("tag", Function::Ge, 100.into()));
+        assert!(f("weight", Function::Gt, Datum::Atom(Atom::Real(1.25))));
+        assert!(!f("weight", Function::Ge, Datum::Atom(Atom::Real(2.0))));
+        // Strings are not ordered by these functions.
+        assert!(!f("name", Function::Lt, "zzz".into()));
+        let untagged = row(json!({}));
+        for function in [Function::Lt, Function::Le, Function::Gt, Function::Ge] {
+            assert!(!Clause::new("tag", function, 100_i64).matches(&untagged));
+        }
+    }
+
+    #[test]
+    fn conditions_or_their_clauses_and_literals_are_constant() {
+        let r = row(json!({"name": "vm1", "type": "localnet"}));
+        assert!(MonitorCondition::All.matches(&r));
+        assert!(!MonitorCondition::Nothing.matches(&r));
+        assert!(!MonitorCondition::any([]).matches(&r));
+        assert!(Clause::Literal(true).matches(&r));
+        assert!(!Clause::Literal(false).matches(&r));
+        let c = MonitorCondition::any([Clause::eq("name", "vm2"), Clause::eq("type", "localnet")]);
+        assert!(c.matches(&r));
+        let c = MonitorCondition::any([Clause::eq("name", "vm2"), Clause::Literal(false)]);
+        assert!(!c.matches(&r));
+    }
 }

@@ -55,6 +55,12 @@ pub fn monitor_condition(clauses: &BTreeSet<ConditionClause>) -> MonitorConditio
     MonitorCondition::any(clauses.iter().filter_map(ConditionClause::to_clause))
 }
 
+/// The Chassis condition every SB driver monitors under: its own Chassis row, by name (the
+/// `system-id`).
+pub fn chassis_condition(system_id: &str) -> MonitorCondition {
+    MonitorCondition::any([Clause::eq("name", system_id)])
+}
+
 /// An SB driver's Port_Binding monitor-condition policy.
 pub trait SbConditionPolicy: Send + Sync {
     /// The clauses `model` calls for on the chassis named `chassis`.

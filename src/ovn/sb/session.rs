@@ -8,12 +8,10 @@ use std::collections::BTreeSet;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{debug, info, warn};
 
-use super::condition::{ConditionClause, SbConditionPolicy, monitor_condition};
+use super::condition::{ConditionClause, SbConditionPolicy, chassis_condition, monitor_condition};
 use super::feed::{SbFeed, SbSchemaError, check_schema, monitor_spec};
 use super::model::SbModel;
-use crate::caps::ovsdb::{
-    BatchKind, ChangeBatch, MonitorSpec, OvsdbClient, OvsdbError, TableSpec, condition_eq,
-};
+use crate::caps::ovsdb::{BatchKind, ChangeBatch, MonitorSpec, OvsdbClient, OvsdbError, TableSpec};
 use crate::config::AgentConfig;
 use crate::ovn::connect::{ConnectError, sb_client_config};
 use crate::ovn::identity::{ChassisIdentity, IdentityError};
@@ -68,12 +66,13 @@ impl<P: SbConditionPolicy> SbSession<P> {
     ) -> Result<Self, SbSessionError> {
         let identity = identity_feed.borrow_and_update().clone();
         let client_config = sb_client_config(config, &identity)?;
-        let chassis_condition = || condition_eq("name", identity.system_id.as_str());
         // The Load_Balancer datapath columns differ between OVN versions: ask the schema first.
         let probe = OvsdbClient::connect(
             client_config.clone(),
-            MonitorSpec::default()
-                .table(TableSpec::new("Chassis", &["name"]).with_condition(chassis_condition())),
+            MonitorSpec::default().table(
+                TableSpec::new("Chassis", &["name"])
+                    .with_condition(chassis_condition(&identity.system_id)),
+            ),
         )
         .await?;
         let schema = probe.schema().ok_or(SbSessionError::NoSchema)?;
@@ -83,7 +82,7 @@ impl<P: SbConditionPolicy> SbSession<P> {
         let condition = policy.wanted(&feed.model, &identity.system_id);
         let spec = monitor_spec(
             &schema,
-            Some(chassis_condition()),
+            Some(chassis_condition(&identity.system_id)),
             Some(monitor_condition(&condition)),
         );
         let sb = OvsdbClient::connect(client_config, spec).await?;
