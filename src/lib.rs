@@ -14,7 +14,7 @@ pub mod exposure;
 pub mod host;
 pub mod ovn;
 pub mod plugin;
-pub mod policy;
+pub(crate) mod policy;
 pub mod replay;
 pub mod system;
 pub mod types;

@@ -19,7 +19,7 @@ use crate::exposure::{ExposedIp, ExposureKind, ExposureSet, POLICY, SkippedRow};
 
 /// What the policy stage protects, gathered by the host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PolicyContext {
+pub(crate) struct PolicyContext {
     pub min_prefix_v4: u8,
     pub min_prefix_v6: u8,
     /// The host's own addresses (not those the agent put there) and the OVSDB remotes' IPs.
@@ -27,7 +27,7 @@ pub struct PolicyContext {
 }
 
 impl PolicyContext {
-    pub fn from_config(policy: &PolicySection) -> Self {
+    pub(crate) fn from_config(policy: &PolicySection) -> Self {
         Self {
             min_prefix_v4: policy.min_prefix_length_ipv4,
             min_prefix_v6: policy.min_prefix_length_ipv6,
@@ -102,7 +102,7 @@ fn refused(row: &str, reason: String) -> SkippedRow {
 }
 
 /// Take every refused exposure out of `set` and record it in `set.skipped`.
-pub fn apply(set: &mut ExposureSet, ctx: &PolicyContext) {
+pub(crate) fn apply(set: &mut ExposureSet, ctx: &PolicyContext) {
     let mut skipped = Vec::new();
     for (scope_id, scope) in &mut set.scopes {
         resolve_shadowed(scope, &mut skipped);
@@ -185,7 +185,7 @@ fn resolve_shadowed(scope: &mut crate::exposure::ExposureScope, skipped: &mut Ve
 }
 
 /// The IPs of OVSDB remotes (`tcp:10.0.0.1:6642,ssl:[fd00::1]:6642`); unix sockets have none.
-pub fn remote_ips(remotes: &str) -> Vec<IpAddr> {
+pub(crate) fn remote_ips(remotes: &str) -> Vec<IpAddr> {
     remotes
         .split(',')
         .filter_map(|r| {

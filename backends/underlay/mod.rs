@@ -38,7 +38,7 @@ fn failed(message: impl Into<String>) -> PluginError {
     }
 }
 
-pub struct UnderlayBackend {
+pub(crate) struct UnderlayBackend {
     settings: UnderlaySettings,
     default: DefaultSection,
     rt_tables: RtTables,

@@ -2,9 +2,9 @@
 //! upstream-behaviour.md §6 ([`templates`]), `vtysh` as a tool ([`vtysh`]) and a configurator that
 //! keeps snippets applied across FRR restarts ([`configurator`]).
 
-pub mod base;
-pub mod configurator;
-pub mod objects;
+pub(crate) mod base;
+pub(crate) mod configurator;
+pub(crate) mod objects;
 pub mod templates;
 pub mod values;
 pub mod vtysh;

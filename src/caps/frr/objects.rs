@@ -37,7 +37,7 @@ use crate::system::ChangeReport;
 use crate::types::InterfaceName;
 
 /// Object class name in the [`ChangeReport`].
-pub const CLASS: &str = "frr_objects";
+pub(crate) const CLASS: &str = "frr_objects";
 
 /// Stable identity of one FRR object, e.g. `vrf vrf-100` or `nd interface vrf1234 prefix
 /// 2001:db8::/64`. Only an identity: it is never sent to vtysh.
@@ -151,7 +151,7 @@ struct State {
 
 /// Why the state file could not be read or written.
 #[derive(Debug, thiserror::Error)]
-pub enum StateFileError {
+pub(crate) enum StateFileError {
     #[error("cannot {action} the FRR object state file {path}: {source}")]
     Io {
         action: &'static str,

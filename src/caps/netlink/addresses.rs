@@ -10,25 +10,18 @@ use super::conn::Request;
 
 /// An address as dumped: device index and the address with its prefix length.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ObservedAddress {
+pub(crate) struct ObservedAddress {
     pub index: u32,
     pub addr: IpNet,
 }
 
-impl ObservedAddress {
-    /// A host address (/32, /128): the only kind the agent owns.
-    pub fn is_host(&self) -> bool {
-        self.addr.prefix_len() == self.addr.max_prefix_len()
-    }
-}
-
-pub fn dump_request(family: AddressFamily) -> RouteNetlinkMessage {
+pub(crate) fn dump_request(family: AddressFamily) -> RouteNetlinkMessage {
     let mut m = AddressMessage::default();
     m.header.family = family;
     RouteNetlinkMessage::GetAddress(m)
 }
 
-pub fn parse(message: &RouteNetlinkMessage) -> Option<ObservedAddress> {
+pub(crate) fn parse(message: &RouteNetlinkMessage) -> Option<ObservedAddress> {
     let RouteNetlinkMessage::NewAddress(m) = message else {
         return None;
     };
@@ -69,7 +62,7 @@ fn message(index: u32, addr: IpNet) -> AddressMessage {
     m
 }
 
-pub fn add_request(index: u32, dev: &str, addr: IpNet) -> Request {
+pub(crate) fn add_request(index: u32, dev: &str, addr: IpNet) -> Request {
     Request {
         message: RouteNetlinkMessage::NewAddress(message(index, addr)),
         flags: NLM_F_CREATE | NLM_F_REPLACE,
@@ -77,7 +70,7 @@ pub fn add_request(index: u32, dev: &str, addr: IpNet) -> Request {
     }
 }
 
-pub fn delete_request(index: u32, dev: &str, addr: IpNet) -> Request {
+pub(crate) fn delete_request(index: u32, dev: &str, addr: IpNet) -> Request {
     Request {
         message: RouteNetlinkMessage::DelAddress(message(index, addr)),
         flags: 0,

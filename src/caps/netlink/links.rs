@@ -15,7 +15,7 @@ use crate::types::{InterfaceName, MacAddr};
 
 /// A link as the kernel reports it.
 #[derive(Debug, Clone)]
-pub struct ObservedLink {
+pub(crate) struct ObservedLink {
     pub index: u32,
     pub name: String,
     /// `IFLA_INFO_KIND` (`None` for devices without one, e.g. `lo`).
@@ -33,7 +33,7 @@ pub struct ObservedLink {
 
 impl ObservedLink {
     /// Does it carry the agent's mark?
-    pub fn marked(&self) -> bool {
+    pub(crate) fn marked(&self) -> bool {
         self.alias.as_deref() == Some(AGENT_LINK_ALIAS)
     }
 }
@@ -75,18 +75,18 @@ fn is_upstream_vlan_of<'a>(
         .is_some_and(|p| vlan_device_name(p, id).as_str() == link.name)
 }
 
-pub fn dump_request() -> RouteNetlinkMessage {
+pub(crate) fn dump_request() -> RouteNetlinkMessage {
     RouteNetlinkMessage::GetLink(LinkMessage::default())
 }
 
 /// `RTM_GETLINK` for one name (answered by one message, or ENODEV).
-pub fn get_request(name: &str) -> RouteNetlinkMessage {
+pub(crate) fn get_request(name: &str) -> RouteNetlinkMessage {
     let mut m = LinkMessage::default();
     m.attributes.push(LinkAttribute::IfName(name.to_owned()));
     RouteNetlinkMessage::GetLink(m)
 }
 
-pub fn parse(message: &RouteNetlinkMessage) -> Option<ObservedLink> {
+pub(crate) fn parse(message: &RouteNetlinkMessage) -> Option<ObservedLink> {
     let RouteNetlinkMessage::NewLink(m) = message else {
         return None;
     };
@@ -157,7 +157,7 @@ fn kind_string(k: &InfoKind) -> String {
 }
 
 /// The `IFLA_INFO_KIND` string of a desired kind.
-pub fn kind_name(kind: &LinkKind) -> &'static str {
+pub(crate) fn kind_name(kind: &LinkKind) -> &'static str {
     match kind {
         LinkKind::Vrf { .. } => "vrf",
         LinkKind::Dummy => "dummy",
@@ -170,10 +170,11 @@ pub fn kind_name(kind: &LinkKind) -> &'static str {
 }
 
 /// Kinds the agent creates; only links of these kinds are ever deleted by it.
-pub const CREATABLE_KINDS: &[&str] = &["vrf", "dummy", "ifb", "bridge", "vlan", "vxlan", "veth"];
+pub(crate) const CREATABLE_KINDS: &[&str] =
+    &["vrf", "dummy", "ifb", "bridge", "vlan", "vxlan", "veth"];
 
 /// The operator's fix when the kernel lacks a kind.
-pub fn missing_kind_fix(kind: &str) -> String {
+pub(crate) fn missing_kind_fix(kind: &str) -> String {
     match kind {
         "vrf" => "modprobe vrf, or set [linux] vrf_device_kind = bridge".to_owned(),
         "dummy" => "modprobe dummy, or set [linux] nic_device_kind = ifb".to_owned(),
@@ -183,7 +184,7 @@ pub fn missing_kind_fix(kind: &str) -> String {
 }
 
 /// Does the existing link realise the desired one? `Err` says what differs.
-pub fn matches(
+pub(crate) fn matches(
     spec: &LinkSpec,
     observed: &ObservedLink,
     parent_index: Option<u32>,
@@ -262,7 +263,7 @@ fn info_for(kind: &LinkKind) -> Vec<LinkInfo> {
 }
 
 /// `ip link add <name> type <kind> ...` (master, MAC and state are set afterwards).
-pub fn create_request(spec: &LinkSpec, parent_index: Option<u32>) -> Request {
+pub(crate) fn create_request(spec: &LinkSpec, parent_index: Option<u32>) -> Request {
     let mut m = LinkMessage::default();
     m.attributes
         .push(LinkAttribute::IfName(spec.name.to_string()));
@@ -289,7 +290,7 @@ pub fn create_request(spec: &LinkSpec, parent_index: Option<u32>) -> Request {
 /// A probe for kind support: a request the kernel rejects with EOPNOTSUPP when the kind is
 /// unknown, and otherwise with EINVAL before creating anything (a VLAN without parent, a VRF
 /// without table) — or, for kinds without required attributes, a real device to delete again.
-pub fn probe_request(kind: &str, probe_name: &str) -> Request {
+pub(crate) fn probe_request(kind: &str, probe_name: &str) -> Request {
     let mut m = LinkMessage::default();
     m.attributes
         .push(LinkAttribute::IfName(probe_name.to_owned()));
@@ -314,7 +315,7 @@ pub fn probe_request(kind: &str, probe_name: &str) -> Request {
 
 /// `ip link set <name> [master M] [address A] [alias ovn-bgp-agent] [up]`, only with what
 /// differs (`mark`: the link must carry [`AGENT_LINK_ALIAS`]).
-pub fn set_request(
+pub(crate) fn set_request(
     observed: &ObservedLink,
     master: Option<u32>,
     mac: Option<MacAddr>,
@@ -356,7 +357,7 @@ pub fn set_request(
     })
 }
 
-pub fn delete_request(index: u32, name: &str) -> Request {
+pub(crate) fn delete_request(index: u32, name: &str) -> Request {
     let mut m = LinkMessage::default();
     m.header.index = index;
     Request {

@@ -8,18 +8,18 @@
 //! - one module per object class ([`links`], [`addresses`], [`rules`], [`routes`],
 //!   [`neighbours`], [`sysctl`]) turning dumps into comparable values and specs into requests.
 
-pub mod addresses;
+pub(crate) mod addresses;
 pub mod conn;
 mod error;
-pub mod kinds;
-pub mod links;
-pub mod neighbours;
+pub(crate) mod kinds;
+pub(crate) mod links;
+pub(crate) mod neighbours;
 pub mod netns;
-pub mod reconciler;
+pub(crate) mod reconciler;
 pub mod routes;
-pub mod rules;
-pub mod sysctl;
-pub mod validate;
+pub(crate) mod rules;
+pub(crate) mod sysctl;
+pub(crate) mod validate;
 
 pub use error::{KernelErrno, NetlinkError};
 pub use kinds::{nic_link_kind, vrf_link_kind};

@@ -12,7 +12,7 @@ use super::conn::Request;
 use crate::types::MacAddr;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObservedNeighbour {
+pub(crate) struct ObservedNeighbour {
     pub index: u32,
     pub ip: IpAddr,
     pub lladdr: Option<[u8; 6]>,
@@ -29,7 +29,7 @@ fn family(v6: bool) -> AddressFamily {
 }
 
 /// Dump of the neighbour cache, or with `proxy` of the proxy table (`NTF_PROXY` in the request).
-pub fn dump_request(v6: bool, proxy: bool) -> RouteNetlinkMessage {
+pub(crate) fn dump_request(v6: bool, proxy: bool) -> RouteNetlinkMessage {
     let mut m = NeighbourMessage::default();
     m.header.family = family(v6);
     if proxy {
@@ -38,7 +38,7 @@ pub fn dump_request(v6: bool, proxy: bool) -> RouteNetlinkMessage {
     RouteNetlinkMessage::GetNeighbour(m)
 }
 
-pub fn parse(message: &RouteNetlinkMessage) -> Option<ObservedNeighbour> {
+pub(crate) fn parse(message: &RouteNetlinkMessage) -> Option<ObservedNeighbour> {
     let RouteNetlinkMessage::NewNeighbour(m) = message else {
         return None;
     };
@@ -86,7 +86,7 @@ fn base(index: u32, ip: IpAddr, proxy: bool) -> NeighbourMessage {
     m
 }
 
-pub fn replace_request(index: u32, dev: &str, ip: IpAddr, lladdr: MacAddr) -> Request {
+pub(crate) fn replace_request(index: u32, dev: &str, ip: IpAddr, lladdr: MacAddr) -> Request {
     let mut m = base(index, ip, false);
     m.attributes
         .push(NeighbourAttribute::LinkLayerAddress(lladdr.0.to_vec()));
@@ -97,7 +97,7 @@ pub fn replace_request(index: u32, dev: &str, ip: IpAddr, lladdr: MacAddr) -> Re
     }
 }
 
-pub fn delete_request(index: u32, dev: &str, ip: IpAddr) -> Request {
+pub(crate) fn delete_request(index: u32, dev: &str, ip: IpAddr) -> Request {
     Request {
         message: RouteNetlinkMessage::DelNeighbour(base(index, ip, false)),
         flags: 0,
@@ -105,7 +105,7 @@ pub fn delete_request(index: u32, dev: &str, ip: IpAddr) -> Request {
     }
 }
 
-pub fn add_proxy_request(index: u32, dev: &str, ip: IpAddr) -> Request {
+pub(crate) fn add_proxy_request(index: u32, dev: &str, ip: IpAddr) -> Request {
     Request {
         message: RouteNetlinkMessage::NewNeighbour(base(index, ip, true)),
         flags: NLM_F_CREATE | NLM_F_REPLACE,
@@ -113,7 +113,7 @@ pub fn add_proxy_request(index: u32, dev: &str, ip: IpAddr) -> Request {
     }
 }
 
-pub fn delete_proxy_request(index: u32, dev: &str, ip: IpAddr) -> Request {
+pub(crate) fn delete_proxy_request(index: u32, dev: &str, ip: IpAddr) -> Request {
     Request {
         message: RouteNetlinkMessage::DelNeighbour(base(index, ip, true)),
         flags: 0,

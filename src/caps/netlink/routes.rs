@@ -124,7 +124,7 @@ pub fn parse(message: &RouteNetlinkMessage) -> Option<ObservedRoute> {
 }
 
 /// The key a desired route will have once applied; `oif` is the index of `spec.dev`.
-pub fn desired_key(spec: &RouteSpec, oif: Option<u32>) -> RouteKey {
+pub(crate) fn desired_key(spec: &RouteSpec, oif: Option<u32>) -> RouteKey {
     let dst = spec.dst.trunc();
     let v6 = dst.addr().is_ipv6();
     let unreachable = spec.route_type == SpecRouteType::Unreachable;
@@ -143,7 +143,7 @@ pub fn desired_key(spec: &RouteSpec, oif: Option<u32>) -> RouteKey {
     }
 }
 
-pub fn describe(spec: &RouteSpec) -> String {
+pub(crate) fn describe(spec: &RouteSpec) -> String {
     let mut s = match spec.route_type {
         SpecRouteType::Unicast => format!("route {}", spec.dst.trunc()),
         SpecRouteType::Unreachable => format!("route unreachable {}", spec.dst.trunc()),
@@ -176,7 +176,7 @@ fn header_table(table: u32) -> u8 {
 }
 
 /// `ip route replace ... proto boot`.
-pub fn add_request(spec: &RouteSpec, oif: Option<u32>) -> Request {
+pub(crate) fn add_request(spec: &RouteSpec, oif: Option<u32>) -> Request {
     let dst = spec.dst.trunc();
     let mut m = RouteMessage::default();
     m.header.address_family = if dst.addr().is_ipv4() {

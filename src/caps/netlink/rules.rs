@@ -12,19 +12,19 @@ use crate::system::{RuleSelector, RuleSpec};
 /// A rule as dumped. `spec` is `None` when the rule has selectors the agent never uses (it then
 /// matches no desired rule and, in an owned table, is removed).
 #[derive(Debug, Clone)]
-pub struct ObservedRule {
+pub(crate) struct ObservedRule {
     pub table: u32,
     pub spec: Option<RuleSpec>,
     pub message: RuleMessage,
 }
 
-pub fn dump_request(family: AddressFamily) -> RouteNetlinkMessage {
+pub(crate) fn dump_request(family: AddressFamily) -> RouteNetlinkMessage {
     let mut m = RuleMessage::default();
     m.header.family = family;
     RouteNetlinkMessage::GetRule(m)
 }
 
-pub fn parse(message: &RouteNetlinkMessage) -> Option<ObservedRule> {
+pub(crate) fn parse(message: &RouteNetlinkMessage) -> Option<ObservedRule> {
     let RouteNetlinkMessage::NewRule(m) = message else {
         return None;
     };
@@ -78,7 +78,7 @@ fn family_of(ip: IpAddr) -> AddressFamily {
     }
 }
 
-pub fn describe(spec: &RuleSpec) -> String {
+pub(crate) fn describe(spec: &RuleSpec) -> String {
     let (dir, net) = match &spec.selector {
         RuleSelector::To(n) => ("to", n),
         RuleSelector::From(n) => ("from", n),
@@ -89,7 +89,7 @@ pub fn describe(spec: &RuleSpec) -> String {
     )
 }
 
-pub fn add_request(spec: &RuleSpec) -> Request {
+pub(crate) fn add_request(spec: &RuleSpec) -> Request {
     let mut m = RuleMessage::default();
     let net = match &spec.selector {
         RuleSelector::To(n) | RuleSelector::From(n) => *n,
@@ -121,7 +121,7 @@ pub fn add_request(spec: &RuleSpec) -> Request {
 }
 
 /// Delete exactly the dumped rule: the kernel matches every attribute sent back.
-pub fn delete_request(rule: &ObservedRule) -> Request {
+pub(crate) fn delete_request(rule: &ObservedRule) -> Request {
     let what = match &rule.spec {
         Some(s) => describe(s),
         None => format!("rule {:?} lookup {}", rule.message.attributes, rule.table),

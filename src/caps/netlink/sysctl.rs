@@ -8,7 +8,7 @@ use super::NetlinkError;
 /// The `/proc/sys` path of a `sysctl(8)` key. A `/` inside a key component stands for a literal
 /// dot, as in `sysctl -w net.ipv4.conf.br-ex/100.proxy_arp=1` (device `br-ex.100`). Only `net.*`
 /// keys are accepted: the others are not per network namespace.
-pub fn key_path(key: &str) -> Result<PathBuf, NetlinkError> {
+pub(crate) fn key_path(key: &str) -> Result<PathBuf, NetlinkError> {
     let invalid = |reason: &str| NetlinkError::Invalid {
         object: format!("sysctl key {key:?}"),
         reason: reason.to_owned(),
@@ -42,7 +42,7 @@ pub fn key_path(key: &str) -> Result<PathBuf, NetlinkError> {
 }
 
 /// Values are short tokens (`0`, `1`, `2`); anything else is rejected.
-pub fn check_value(key: &str, value: &str) -> Result<(), NetlinkError> {
+pub(crate) fn check_value(key: &str, value: &str) -> Result<(), NetlinkError> {
     if value.is_empty()
         || value.len() > 32
         || !value
@@ -58,7 +58,7 @@ pub fn check_value(key: &str, value: &str) -> Result<(), NetlinkError> {
 }
 
 /// Outcome of ensuring one sysctl: `Ok(true)` if it was written.
-pub fn ensure(key: &str, path: &PathBuf, value: &str) -> Result<bool, NetlinkError> {
+pub(crate) fn ensure(key: &str, path: &PathBuf, value: &str) -> Result<bool, NetlinkError> {
     let err = |source| NetlinkError::Sysctl {
         key: key.to_owned(),
         path: path.display().to_string(),

@@ -27,7 +27,7 @@ use super::routes::{self, RouteIdentity};
 use super::sysctl;
 
 /// Table numbers the agent never owns or writes to: unspec, default, main, local.
-pub fn is_reserved_table(table: u32) -> bool {
+pub(crate) fn is_reserved_table(table: u32) -> bool {
     matches!(table, 0 | 253..=255)
 }
 

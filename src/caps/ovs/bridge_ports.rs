@@ -21,10 +21,10 @@ use super::tools::{OvsOptions, OvsTools};
 use crate::system::{ChangeReport, OvsPortSpec};
 
 /// `external_ids` key and value marking a Port row as the agent's.
-pub const OWNER_KEY: &str = "ovn-bgp-agent";
-pub const OWNER_VALUE: &str = "owned";
+pub(crate) const OWNER_KEY: &str = "ovn-bgp-agent";
+pub(crate) const OWNER_VALUE: &str = "owned";
 /// Object class name in the [`ChangeReport`].
-pub const CLASS: &str = "ovs_ports";
+pub(crate) const CLASS: &str = "ovs_ports";
 
 /// A Port row as the reconciler needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use crate::system::{ChangeReport, FdbEntrySpec};
 use crate::types::{InterfaceName, MacAddr};
 
 /// Object class name in the [`ChangeReport`].
-pub const CLASS: &str = "fdb";
+pub(crate) const CLASS: &str = "fdb";
 
 /// A static entry of `ovs-appctl fdb/show`: (port as printed, VLAN, MAC).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -36,7 +36,7 @@ const RESERVED: &[&str] = &["cookie", "priority", "in_port", "actions", "table"]
 
 /// Checks a match or action text from a desired flow: printable, no whitespace or characters
 /// that separate flows, fields or commands (`;`, `#`, quotes, backslash).
-pub fn check_flow_text(field: &'static str, text: &str) -> Result<(), OvsError> {
+pub(crate) fn check_flow_text(field: &'static str, text: &str) -> Result<(), OvsError> {
     let bad = |why: &'static str| OvsError::InvalidFlowText {
         field,
         text: text.to_owned(),
@@ -290,7 +290,10 @@ fn parse_u64(v: &str) -> Option<u64> {
 }
 
 /// Parses a whole dump, keeping flows whose cookie is in `cookies`.
-pub fn parse_dump(text: &str, cookies: &BTreeSet<u64>) -> Result<BTreeSet<FlowKey>, OvsError> {
+pub(crate) fn parse_dump(
+    text: &str,
+    cookies: &BTreeSet<u64>,
+) -> Result<BTreeSet<FlowKey>, OvsError> {
     let mut flows = BTreeSet::new();
     for line in text.lines() {
         if let Some(key) = FlowKey::parse_dump_line(line)?
@@ -339,14 +342,14 @@ impl DesiredFlow {
 /// A piece of a desired flow's action text: literal text, or a `{<port>}` placeholder naming
 /// the port whose ofport goes there.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ActionPiece {
+pub(crate) enum ActionPiece {
     Text(String),
     Port(OvsPortName),
 }
 
 /// Splits action text at its `{<port>}` placeholders. A port name is validated like `in_port`
 /// (so no brace, comma or whitespace can come through it); an unbalanced brace is refused.
-pub fn action_pieces(actions: &str) -> Result<Vec<ActionPiece>, OvsError> {
+pub(crate) fn action_pieces(actions: &str) -> Result<Vec<ActionPiece>, OvsError> {
     let bad = |why: &'static str| OvsError::InvalidFlowText {
         field: "actions",
         text: actions.to_owned(),
@@ -376,7 +379,7 @@ pub fn action_pieces(actions: &str) -> Result<Vec<ActionPiece>, OvsError> {
 }
 
 /// The action text with every placeholder replaced by `ofport(name)`.
-pub fn fill_action_ports(
+pub(crate) fn fill_action_ports(
     pieces: &[ActionPiece],
     mut ofport: impl FnMut(&OvsPortName) -> u32,
 ) -> String {
@@ -390,7 +393,7 @@ pub fn fill_action_ports(
 }
 
 /// The `add-flows` input turning `present` into `desired`: deletes first, then adds.
-pub fn batch(
+pub(crate) fn batch(
     present: &BTreeSet<FlowKey>,
     desired: &BTreeMap<FlowKey, String>,
 ) -> (String, usize, usize) {

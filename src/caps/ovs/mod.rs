@@ -9,12 +9,12 @@
 //! - [`reconciler`]: desired flows vs. the bridges' dumps, one `ovs-ofctl` per bridge, and the
 //!   periodic check that reinstalls flows after an OVS restart or `emer-reset`.
 
-pub mod bridge_ports;
-pub mod fdb;
-pub mod flows;
-pub mod ports;
-pub mod reconciler;
-pub mod tools;
+pub(crate) mod bridge_ports;
+pub(crate) mod fdb;
+pub(crate) mod flows;
+pub(crate) mod ports;
+pub(crate) mod reconciler;
+pub(crate) mod tools;
 
 use std::process::ExitStatus;
 
@@ -84,12 +84,6 @@ pub enum OvsError {
     },
     #[error("cannot parse {what}: {detail}")]
     Parse { what: &'static str, detail: String },
-    #[error("bridge {bridge}: {source}")]
-    Bridge {
-        bridge: String,
-        #[source]
-        source: Box<OvsError>,
-    },
     #[error("{summary}")]
     Incomplete { summary: String },
 }
