@@ -1,20 +1,15 @@
 //! Southbound rows, as the OVSDB replica holds them, into the SB drivers' model: the one
-//! conversion both the live drivers and recorded snapshots go through. A snapshot (`{"<table>":
-//! [<row as select returns it>, ...]}`) is decoded by the OVSDB client's own decoder into a
-//! replica and applied as one initial batch, so a snapshot test exercises the same code as a
-//! real download.
+//! conversion both the live drivers and the replay harness ([`crate::replay`]) go through. A
+//! replayed case is decoded by the OVSDB client's own decoder into a replica and filtered by the
+//! driver's monitor condition, so a replay exercises the same code as a real download.
 
 use std::collections::{BTreeSet, HashMap};
-
-use serde_json::Value;
 
 use super::model::{
     ChassisRow, LoadBalancer, LoadBalancerRow, LogicalDpGroup, PortBinding, SbModel,
 };
-use crate::caps::ovsdb::decode;
-use crate::caps::ovsdb::monitor::UpdateFormat;
 use crate::caps::ovsdb::{
-    Change, ChangeKind, DatabaseSchema, MonitorCondition, MonitorSpec, Replica, Row, TableSpec,
+    Change, ChangeKind, DatabaseSchema, MonitorCondition, MonitorSpec, Row, TableSpec,
 };
 use crate::ovn::table::{OvnTable, SchemaMismatch};
 
@@ -164,61 +159,4 @@ impl SbFeed {
             datapaths,
         });
     }
-}
-
-/// Why a recorded snapshot could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
-    #[error("snapshot: {0}")]
-    Shape(String),
-    #[error("snapshot: the schema lacks what the driver reads: {0}")]
-    Schema(#[from] crate::caps::ovsdb::OvsdbError),
-    #[error("snapshot: {0}")]
-    Columns(#[from] SchemaMismatch),
-    #[error("snapshot: {0}")]
-    Decode(#[from] decode::DecodeError),
-}
-
-/// Loads a recorded Southbound snapshot (`{"<table>": [<row>, ...]}`, rows as `select`
-/// returns them, each with `_uuid`) through the OVSDB decoder and replica, typed by `schema`.
-pub fn load_snapshot(snapshot: &Value, schema: &DatabaseSchema) -> Result<SbFeed, SnapshotError> {
-    check_schema(schema)?;
-    let spec = monitor_spec(schema, None, None);
-    let metas = spec.metas(schema)?;
-    // The rows as one initial table-updates object, as a monitor reply would carry them.
-    let shape = |m: &str| SnapshotError::Shape(m.to_owned());
-    let tables = snapshot
-        .as_object()
-        .ok_or_else(|| shape("not an object of tables"))?;
-    let mut updates = serde_json::Map::new();
-    for (table, rows) in tables {
-        let rows = rows
-            .as_array()
-            .ok_or_else(|| shape(&format!("{table} is not an array of rows")))?;
-        let mut by_uuid = serde_json::Map::new();
-        for row in rows {
-            let mut row = row
-                .as_object()
-                .cloned()
-                .ok_or_else(|| shape(&format!("a {table} row is not an object")))?;
-            let uuid = match row.remove("_uuid") {
-                Some(Value::Array(a)) if a.len() == 2 && a[0] == "uuid" => a[1]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| shape(&format!("a {table} row has a malformed _uuid")))?,
-                _ => return Err(shape(&format!("a {table} row has no _uuid"))),
-            };
-            row.remove("_version");
-            by_uuid.insert(uuid, serde_json::json!({ "initial": row }));
-        }
-        updates.insert(table.clone(), Value::Object(by_uuid));
-    }
-    let text = Value::Object(updates).to_string();
-    let decoded = decode::table_updates(&text, &metas, UpdateFormat::V2, None)?;
-    let mut replica = Replica::new(metas);
-    let mut changes = Vec::new();
-    replica.resync(decoded, &mut changes);
-    let mut feed = SbFeed::default();
-    feed.apply(&changes);
-    Ok(feed)
 }

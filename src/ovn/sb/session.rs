@@ -19,7 +19,7 @@ use crate::plugin::ChangeScope;
 
 /// How many condition rounds a start waits for: each round follows one more hop of
 /// `options:peer` (gateway → router → subnets), so the first reconcile exposes everything.
-const START_CONDITION_ROUNDS: usize = 4;
+const START_CONDITION_ROUNDS: usize = crate::replay::MAX_CONDITION_ROUNDS;
 
 /// Why the Southbound feed failed.
 #[derive(Debug, thiserror::Error)]
