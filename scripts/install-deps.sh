@@ -8,13 +8,15 @@ command -v ovn-northd >/dev/null || need+=(ovn-central)
 command -v ovn-controller >/dev/null || need+=(ovn-host)
 [ -x /usr/lib/frr/bgpd ] || need+=(frr)
 command -v ip >/dev/null || need+=(iproute2)
+# Builds the OVN 25.03 tier's chroot (scripts/lab/ovn-chroot.sh, LAB_OVN=25.03).
+command -v debootstrap >/dev/null || need+=(debootstrap)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-for bin in ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovn-northd ovn-controller ovn-nbctl ovn-sbctl vtysh ip; do
+for bin in ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovn-northd ovn-controller ovn-nbctl ovn-sbctl vtysh ip debootstrap; do
     command -v "$bin" >/dev/null || { echo "missing $bin after install" >&2; exit 1; }
 done
 frr_version=$(dpkg-query -W -f '${Version}' frr 2>/dev/null || echo unknown)

@@ -12,8 +12,11 @@ source "$LAB_SCRIPTS/lib.sh"
 
 # Only the namespaces up.sh recorded as created by it are deleted, whatever LAB_NS_PREFIX says.
 lab_namespaces=()
+OVN_ROOT=""
 if [[ -f $LAB_ENV ]]; then
     mapfile -t lab_namespaces < <(sed -n 's/^NS_\(CHASSIS\|TOR\)=//p' "$LAB_ENV")
+    # LAB_OVN=25.03: the chroot whose mounts (private to the daemons) must be gone at the end.
+    OVN_ROOT=$(sed -n 's/^OVN_ROOT=//p' "$LAB_ENV" | tail -n 1)
 elif netns_exists "$NS_CHASSIS" || netns_exists "$NS_TOR"; then
     log "no $LAB_ENV: not deleting $NS_CHASSIS/$NS_TOR, this LAB_DIR did not record creating them"
 fi
@@ -61,4 +64,11 @@ if [[ -d $LAB_DIR ]]; then
         log "not removing $LAB_DIR: it has no $LAB_MARKER marker, so up.sh did not create it"
     fi
 fi
+# The chroot's mounts live in the daemons' own mount namespaces and end with them; a process
+# still holding one is something this lab started and could not stop.
+holders=$(lab_mount_holders | tr '\n' ' ')
+[[ -z $holders ]] || die "processes $holders still hold mounts of $OVN_ROOT$LAB_DIR"
+# The (empty) mount point ovn-chroot.sh made for LAB_DIR inside the chroot.
+[[ -z $OVN_ROOT ]] || rmdir -- "$OVN_ROOT$LAB_DIR" 2>/dev/null || true
+
 log "lab down"

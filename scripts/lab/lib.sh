@@ -20,6 +20,10 @@
 #                     production path (kernel vrf, dummy, 8021q, openvswitch needed; the VM tier)
 #   LAB_PROVIDER_VLAN empty (default): flat provider network; 1-4094: VLAN provider network
 #                     (localnet port tag), so the agent creates br-ex.<id> (needs 8021q)
+#   LAB_OVN           system (default): the host's OVN/OVS packages (Debian 12: OVN 23.03, OVS 3.1);
+#                     25.03: OVN central, northd, ovn-controller and its OVS from Debian 13's
+#                     packages (OVN 25.03, OVS 3.5) in a cached chroot (see ovn-chroot.sh); FRR,
+#                     the ToR, the agent and the clients (ovn-nbctl, ovs-vsctl...) stay the host's
 
 LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
 # One spelling per lab: down.sh recognises the lab's processes by "$LAB_DIR/" in their command line.
@@ -33,6 +37,9 @@ LAB_SB_CLUSTER=${LAB_SB_CLUSTER:-0}
 LAB_SB_CLUSTER_PORT_BASE=${LAB_SB_CLUSTER_PORT_BASE:-16720}
 LAB_KERNEL=${LAB_KERNEL:-stand-in}
 LAB_PROVIDER_VLAN=${LAB_PROVIDER_VLAN:-}
+LAB_OVN=${LAB_OVN:-system}
+# The chroot the OVN/OVS daemons run in (LAB_OVN=25.03), empty for the host's packages.
+OVN_ROOT=""
 
 # A file only up.sh creates: down.sh removes $LAB_DIR only if it carries this marker.
 LAB_MARKER=.ovn-bgp-lab
@@ -205,6 +212,40 @@ ovs_env() {
 netns_exists() { ip netns list | awk '{print $1}' | grep -qxF -- "$1"; }
 
 # ---------------------------------------------------------------------------------------------
+# Which OVN runs the lab's OVN/OVS daemons. With LAB_OVN=25.03 every OVN/OVS daemon (and the
+# ovsdb-tool that creates their databases) runs in the chroot, in a private mount namespace where
+# LAB_DIR is bind-mounted at its own path: the command lines, sockets and pid files are the same
+# as with the host's packages, the host's clients and the agent reach the sockets in LAB_DIR, and
+# the mounts end with the daemon (down.sh has nothing to unmount).
+OVN_PREFIX=()
+
+# use_ovn_root ROOT: run the OVN/OVS daemons from the chroot ROOT (empty: the host's packages).
+use_ovn_root() {
+    OVN_ROOT=$1
+    if [[ -n $OVN_ROOT ]]; then
+        [[ -f $OVN_ROOT/.ovn-bgp-agent-chroot ]] ||
+            die "the OVN chroot $OVN_ROOT is missing or incomplete (scripts/lab/ovn-chroot.sh rebuilds it)"
+        OVN_PREFIX=(unshare --mount --propagation private -- "$LAB_SCRIPTS/ovn-chroot.sh" exec "$OVN_ROOT" "$LAB_DIR")
+    else
+        OVN_PREFIX=()
+    fi
+}
+
+# ovn_run COMMAND...: COMMAND from the lab's OVN (the chroot's with LAB_OVN=25.03).
+ovn_run() { "${OVN_PREFIX[@]}" "$@"; }
+
+# lab_mount_holders: pids of processes that still have a mount of this lab's chroot (none once
+# every daemon ended: the mounts live in the daemons' private mount namespaces).
+lab_mount_holders() {
+    [[ -n $OVN_ROOT ]] || return 0
+    local f
+    for f in /proc/[0-9]*/mountinfo; do
+        grep -qF " $OVN_ROOT$LAB_DIR " "$f" 2>/dev/null && { f=${f#/proc/}; echo "${f%%/*}"; }
+    done
+    return 0
+}
+
+# ---------------------------------------------------------------------------------------------
 # Settings a running lab recorded in lab.env (restart.sh and status.sh must use the ports, the
 # namespaces and the SB mode the lab was started with, whatever the caller's environment says).
 load_lab_settings() {
@@ -219,6 +260,11 @@ load_lab_settings() {
         NS_CHASSIS | NS_TOR)
             [[ $value =~ ^[a-zA-Z0-9_.-]+$ ]] || die "bad $key=$value in $LAB_ENV"
             printf -v "$key" '%s' "$value"
+            ;;
+        LAB_OVN) LAB_OVN=$value ;;
+        OVN_ROOT)
+            [[ -z $value || $value == /* ]] || die "bad $key=$value in $LAB_ENV"
+            use_ovn_root "$value"
             ;;
         esac
     done <"$LAB_ENV"
@@ -263,17 +309,32 @@ sb_tcp_remotes() {
 
 # start_daemon NAME LOGFILE COMMAND...: run a self-daemonizing COMMAND; its output before it
 # detaches goes to <LOGFILE without .log>.startup.log; on failure show both logs and stop.
+# The daemon inherits no descriptor beyond 0-2: a lock the caller holds (e.g. `flock LOCK up.sh`)
+# would otherwise be held by the daemons until down.sh.
 start_daemon() {
     local name=$1 logfile=$2
     shift 2
-    "$@" >"${logfile%.log}.startup.log" 2>&1 ||
+    (
+        close_inherited_fds
+        "$@"
+    ) >"${logfile%.log}.startup.log" 2>&1 ||
         die_with_log "$name did not start ($*)" "${logfile%.log}.startup.log" "$logfile"
+}
+
+# close_inherited_fds: close every descriptor above 2 of this (sub)shell.
+close_inherited_fds() {
+    local fd fds=()
+    for fd in /proc/$BASHPID/fd/*; do fds+=("${fd##*/}"); done
+    for fd in "${fds[@]}"; do
+        ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+    done
+    return 0
 }
 
 # start_ovn_db NAME DB SOCK PORT: a standalone OVN database server (NB, or SB when not clustered).
 start_ovn_db() {
     local name=$1 db=$2 sock=$3 port=$4
-    start_daemon "$name" "$OVN_DIR/$name.log" ovsdb-server "$db" --detach --no-chdir \
+    start_daemon "$name" "$OVN_DIR/$name.log" ovn_run ovsdb-server "$db" --detach --no-chdir \
         --pidfile="$OVN_DIR/$name.pid" --log-file="$OVN_DIR/$name.log" \
         --unixctl="$OVN_DIR/$name.ctl" \
         --remote="punix:$sock" --remote="ptcp:$port:127.0.0.1"
@@ -284,7 +345,7 @@ start_nb_db() { start_ovn_db ovsdb-server-nb "$NB_DB" "$NB_SOCK" "$LAB_NB_TCP_PO
 start_sb_member() {
     local n=$1 name
     name=$(sb_member_name "$n")
-    start_daemon "$name" "$OVN_DIR/$name.log" ovsdb-server "$(sb_member_db "$n")" --detach --no-chdir \
+    start_daemon "$name" "$OVN_DIR/$name.log" ovn_run ovsdb-server "$(sb_member_db "$n")" --detach --no-chdir \
         --pidfile="$(sb_member_pidfile "$n")" --log-file="$OVN_DIR/$name.log" \
         --unixctl="$(sb_member_ctl "$n")" \
         --remote="punix:$(sb_member_sock "$n")" --remote="ptcp:$(sb_member_client_port "$n"):127.0.0.1"
@@ -317,13 +378,13 @@ sb_cluster_has_leader() {
 
 start_northd() {
     start_daemon ovn-northd "$OVN_DIR/ovn-northd.log" \
-        ovn-northd --detach --no-chdir --pidfile="$OVN_DIR/ovn-northd.pid" --log-file="$OVN_DIR/ovn-northd.log" \
+        ovn_run ovn-northd --detach --no-chdir --pidfile="$OVN_DIR/ovn-northd.pid" --log-file="$OVN_DIR/ovn-northd.log" \
         --unixctl="$OVN_DIR/ovn-northd.ctl" --ovnnb-db="unix:$NB_SOCK" --ovnsb-db="$(sb_unix_remotes)"
 }
 
 start_ovs_vswitchd() {
     start_daemon ovs-vswitchd "$OVS_DIR/ovs-vswitchd.log" \
-        ip netns exec "$NS_CHASSIS" ovs-vswitchd "unix:$OVS_SOCK" --detach --no-chdir \
+        ip netns exec "$NS_CHASSIS" "${OVN_PREFIX[@]}" ovs-vswitchd "unix:$OVS_SOCK" --detach --no-chdir \
         --pidfile="$OVS_DIR/ovs-vswitchd.pid" --log-file="$OVS_DIR/ovs-vswitchd.log" \
         --unixctl="$OVS_DIR/ovs-vswitchd.ctl"
 }
@@ -338,7 +399,7 @@ bring_up_br_ex() {
 
 start_ovn_controller() {
     start_daemon ovn-controller "$OVN_DIR/ovn-controller.log" \
-        ip netns exec "$NS_CHASSIS" ovn-controller "unix:$OVS_SOCK" --detach --no-chdir \
+        ip netns exec "$NS_CHASSIS" "${OVN_PREFIX[@]}" ovn-controller "unix:$OVS_SOCK" --detach --no-chdir \
         --pidfile="$OVN_DIR/ovn-controller.pid" --log-file="$OVN_DIR/ovn-controller.log"
 }
 

@@ -37,6 +37,11 @@ if [[ -n $LAB_PROVIDER_VLAN ]] && ! { [[ $LAB_PROVIDER_VLAN =~ ^[1-9][0-9]{0,3}$
     die "LAB_PROVIDER_VLAN must be a VLAN id 1-4094 (or empty for a flat network), got '$LAB_PROVIDER_VLAN'"
 fi
 
+case $LAB_OVN in
+system | 25.03) ;;
+*) die "LAB_OVN must be system (the host's OVN packages) or 25.03 (Debian 13's, in a chroot), got '$LAB_OVN'" ;;
+esac
+
 if ! [[ $LAB_SB_CLUSTER =~ ^[013]$ ]]; then
     die "LAB_SB_CLUSTER must be 0 (one SB server) or 3 (a 3-member RAFT cluster): $LAB_SB_CLUSTER"
 fi
@@ -54,11 +59,24 @@ for bin in ovsdb-server ovs-vswitchd ovs-vsctl ovsdb-tool ovn-northd ovn-control
         need_install=1
     fi
 done
+extra_packages=()
+if [[ $LAB_OVN = 25.03 ]] && ! command -v debootstrap >/dev/null 2>&1; then
+    log "missing debootstrap (builds the OVN 25.03 chroot)"
+    need_install=1 extra_packages+=(debootstrap)
+fi
 if ((need_install)); then
     step "installing Debian packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update
-    apt-get install -y openvswitch-switch ovn-central ovn-host frr iproute2
+    apt-get install -y openvswitch-switch ovn-central ovn-host frr iproute2 "${extra_packages[@]}"
+fi
+if [[ $LAB_OVN = 25.03 ]]; then
+    # Built once (about 2 minutes), then taken from the cache. No fallback to the host's OVN: a
+    # lab that claims 25.03 runs 25.03 or does not come up.
+    step "preparing the OVN 25.03 chroot (scripts/lab/ovn-chroot.sh)"
+    ovn_root=$("$LAB_SCRIPTS/ovn-chroot.sh") || die "cannot prepare the OVN 25.03 chroot (see above)"
+    use_ovn_root "$ovn_root"
+    log "OVN/OVS daemons from $OVN_ROOT: $(tr '\n' ' ' <"$OVN_ROOT/.ovn-bgp-agent-chroot")"
 fi
 if [[ $LAB_KERNEL = full ]]; then
     # What the openvswitch-switch service does before ovs-vswitchd starts. vrf, dummy and 8021q are
@@ -109,6 +127,8 @@ LAB_SB_CLUSTER=$LAB_SB_CLUSTER
 LAB_SB_CLUSTER_PORT_BASE=$LAB_SB_CLUSTER_PORT_BASE
 LAB_KERNEL=$LAB_KERNEL
 LAB_PROVIDER_VLAN=$LAB_PROVIDER_VLAN
+LAB_OVN=$LAB_OVN
+OVN_ROOT=$OVN_ROOT
 EOF
 
 # ---------------------------------------------------------------------------------------------
@@ -139,18 +159,18 @@ ovs_env
 
 # ---------------------------------------------------------------------------------------------
 step "starting OVN NB and SB ovsdb-servers"
-ovsdb-tool create "$NB_DB" /usr/share/ovn/ovn-nb.ovsschema
+ovn_run ovsdb-tool create "$NB_DB" /usr/share/ovn/ovn-nb.ovsschema
 if sb_clustered; then
     # Member 1 creates the cluster, the others join it through member 1's RAFT address.
     log "SB is a $LAB_SB_CLUSTER-member RAFT cluster (ports $LAB_SB_CLUSTER_PORT_BASE..$((LAB_SB_CLUSTER_PORT_BASE + 2 * LAB_SB_CLUSTER - 1)))"
-    ovsdb-tool create-cluster "$(sb_member_db 1)" /usr/share/ovn/ovn-sb.ovsschema \
+    ovn_run ovsdb-tool create-cluster "$(sb_member_db 1)" /usr/share/ovn/ovn-sb.ovsschema \
         "tcp:127.0.0.1:$(sb_member_raft_port 1)"
     for ((n = 2; n <= LAB_SB_CLUSTER; n++)); do
-        ovsdb-tool join-cluster "$(sb_member_db "$n")" OVN_Southbound \
+        ovn_run ovsdb-tool join-cluster "$(sb_member_db "$n")" OVN_Southbound \
             "tcp:127.0.0.1:$(sb_member_raft_port "$n")" "tcp:127.0.0.1:$(sb_member_raft_port 1)"
     done
 else
-    ovsdb-tool create "$SB_DB" /usr/share/ovn/ovn-sb.ovsschema
+    ovn_run ovsdb-tool create "$SB_DB" /usr/share/ovn/ovn-sb.ovsschema
 fi
 start_nb_db
 start_sb_db
@@ -173,9 +193,9 @@ start_northd
 
 # ---------------------------------------------------------------------------------------------
 step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, datapath $OVS_DATAPATH)"
-ovsdb-tool create "$OVS_DB" /usr/share/openvswitch/vswitch.ovsschema
+ovn_run ovsdb-tool create "$OVS_DB" /usr/share/openvswitch/vswitch.ovsschema
 start_daemon "ovsdb-server (conf.db)" "$OVS_DIR/ovsdb-server.log" \
-    ovsdb-server "$OVS_DB" --detach --no-chdir \
+    ovn_run ovsdb-server "$OVS_DB" --detach --no-chdir \
     --pidfile="$OVS_DIR/ovsdb-server.pid" --log-file="$OVS_DIR/ovsdb-server.log" \
     --unixctl="$OVS_DIR/ovsdb-server.ctl" --remote="punix:$OVS_SOCK"
 vsctl --no-wait init
@@ -409,7 +429,7 @@ nbctl \
     -- --id=@fip create NAT type=dnat_and_snat external_ip="$FIP_IP4" logical_ip="$VM_TENANT_IP4" \
     logical_port="$VM_TENANT_PORT_ID" gateway_port="$gw_lrp_uuid" \
     "$(ext neutron:fip_id "$FIP_ID")" "$(ext neutron:fip_port_id "$VM_TENANT_PORT_ID")" \
-    "$(ext neutron:fip_external_mac "$VM_TENANT_MAC")" "$(ext neutron:fip_network_id "$PUBLIC_LS")" \
+    "$(ext neutron:fip_external_mac "$VM_TENANT_MAC")" "$(ext neutron:fip_network_id "$NET_PUBLIC_ID")" \
     "$(ext neutron:router_name "$ROUTER")" "$(ext neutron:revision_number 1)" \
     -- add Logical_Router "$ROUTER" nat @fip >/dev/null
 
@@ -437,6 +457,18 @@ for lp in "$VM_TENANT_PORT_ID" "$VM_PROVIDER_PORT_ID" "cr-lrp-$GW_PORT_ID"; do
     wait_until "Port_Binding $lp bound to $CHASSIS_NAME and up" \
         "$OVN_DIR/ovn-controller.log:$OVN_DIR/ovn-northd.log" port_bound "$lp"
 done
+# OVN >= 23.09 (NB schema with Logical_Router_Port.status): northd says where the gateway is
+# hosted, which the NB driver reads; the lab is ready once it did. ovsdb-client takes the schema
+# from the server, so the host's client reads the newer column.
+if ovsdb-client list-columns "unix:$NB_SOCK" OVN_Northbound Logical_Router_Port | awk '{print $1}' | grep -qx status; then
+    gw_hosted_here() {
+        ovsdb-client -f csv --no-headings dump "unix:$NB_SOCK" OVN_Northbound Logical_Router_Port name status |
+            grep -qF "lrp-$GW_PORT_ID,{hosting-chassis=$CHASSIS_NAME}"
+    }
+    log "waiting for status:hosting-chassis of lrp-$GW_PORT_ID"
+    wait_until "NB Logical_Router_Port lrp-$GW_PORT_ID status:hosting-chassis=$CHASSIS_NAME" \
+        "$OVN_DIR/ovn-northd.log" gw_hosted_here
+fi
 bgp_established() { vtysh_tor -c "show bgp neighbors $CHASSIS_IP4" | grep -q "BGP state = Established"; }
 log "waiting for the eBGP session"
 wait_until "eBGP session ToR $TOR_IP4 <-> chassis $CHASSIS_IP4 Established" \
