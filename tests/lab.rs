@@ -7,8 +7,12 @@
 mod lab_fixture;
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
 
-use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, netns_names, process_alive, require_root, wait_for};
+use lab_fixture::{
+    CONVERGENCE_TIMEOUT, Lab, OVN_25_03, netns_names, process_alive, require_root, run_ok, wait_for,
+};
 use serde_json::Value;
 
 /// The agent's leak configuration (upstream `LEAK_VRF_TEMPLATE`) rendered for the lab defaults.
@@ -45,6 +49,7 @@ fn lab_up_peers_binds_ports_propagates_bgp_nic_reruns_and_tears_down() {
 
     tor_has_established_ebgp_session_with_chassis(&lab);
     sb_has_chassis_and_bound_ports(&lab);
+    nb_has_the_keys_neutron_writes(&lab);
     agent_conf_points_at_the_lab(&lab);
     bgp_nic_addresses_reach_the_tor_and_are_withdrawn(&lab);
 
@@ -108,6 +113,198 @@ fn lab_up_peers_binds_ports_propagates_bgp_nic_reruns_and_tears_down() {
         again.status,
         String::from_utf8_lossy(&again.stderr)
     );
+}
+
+/// `LAB_OVN=25.03`: OVN central, northd, ovn-controller and OVS run Debian 13's binaries from the
+/// cached chroot (FRR stays the host's), the NB has OVN 25.03's schema with
+/// `Logical_Router_Port.status`, northd fills `status:hosting-chassis` of the gateway with the
+/// chassis' system-id, the lab works as the default one does, and down.sh leaves no process, no
+/// mount and no namespace behind.
+#[test]
+fn lab_on_ovn_25_03_runs_ovn_from_the_chroot_northd_hosts_the_gateway_and_tears_down() {
+    require_root();
+    let mut lab = Lab::start_with_env(OVN_25_03);
+    eprintln!(
+        "scripts/lab/up.sh with LAB_OVN=25.03 took {:.2} s\n{}",
+        lab.up_duration().as_secs_f64(),
+        lab.up_output()
+    );
+    let root = lab.env("OVN_ROOT").to_owned();
+    assert!(root.starts_with('/'), "lab.env OVN_ROOT={root:?}");
+
+    let pids = lab.daemon_pids();
+    assert_eq!(
+        pids.len(),
+        10,
+        "the same 10 daemons as the default lab: {pids:?}"
+    );
+    for (pidfile, pid) in &pids {
+        let proc_root = std::fs::read_link(format!("/proc/{pid}/root"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/root of {pidfile}: {e}"));
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/exe of {pidfile}: {e}"));
+        if pidfile.starts_with("frr/") {
+            assert_eq!(
+                proc_root.to_str(),
+                Some("/"),
+                "{pidfile} must run on the host"
+            );
+        } else {
+            assert_eq!(proc_root.to_str(), Some(root.as_str()), "root of {pidfile}");
+            assert!(exe.starts_with(&root), "{pidfile} runs {}", exe.display());
+        }
+    }
+    let appctl = |ctl: String| run_ok(Command::new("ovs-appctl").arg("-t").arg(ctl).arg("version"));
+    let dir = lab.dir().display().to_string();
+    let controller_pid = pids
+        .iter()
+        .find(|(f, _)| f == "ovn/ovn-controller.pid")
+        .map(|(_, pid)| *pid)
+        .expect("ovn-controller pid file");
+    for (ctl, expected) in [
+        (format!("{dir}/ovn/ovn-northd.ctl"), "ovn-northd 25.03."),
+        (
+            format!("{dir}/ovn/ovn-controller.{controller_pid}.ctl"),
+            "ovn-controller 25.03.",
+        ),
+        (format!("{dir}/ovs/ovs-vswitchd.ctl"), "(Open vSwitch) 3.5."),
+        (
+            format!("{dir}/ovn/ovsdb-server-nb.ctl"),
+            "(Open vSwitch) 3.5.",
+        ),
+    ] {
+        let version = appctl(ctl.clone());
+        assert!(version.contains(expected), "{ctl}: {version}");
+    }
+
+    let schema = lab.nb_client(&["get-schema-version", "{NB}", "OVN_Northbound"]);
+    assert!(schema.trim().starts_with("7.11."), "NB schema {schema}");
+    let columns = lab.nb_columns("Logical_Router_Port");
+    assert!(
+        columns.iter().any(|c| c == "status"),
+        "Logical_Router_Port has no status column: {columns:?}"
+    );
+    let gateway = format!("lrp-{}", lab.env("GW_PORT_ID"));
+    let lrps = lab.nb_client(&[
+        "-f",
+        "csv",
+        "--no-headings",
+        "dump",
+        "{NB}",
+        "OVN_Northbound",
+        "Logical_Router_Port",
+        "name",
+        "status",
+    ]);
+    let status = lrps
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{gateway},")))
+        .unwrap_or_else(|| panic!("no {gateway} in\n{lrps}"));
+    // The system-id (SB Chassis.name), not the hostname Neutron compares requested-chassis with.
+    assert_eq!(
+        status,
+        format!("{{hosting-chassis={}}}", lab.env("CHASSIS_NAME")),
+        "status of {gateway}"
+    );
+
+    tor_has_established_ebgp_session_with_chassis(&lab);
+    sb_has_chassis_and_bound_ports(&lab);
+    nb_has_the_keys_neutron_writes(&lab);
+
+    let namespaces = [lab.ns_chassis().to_owned(), lab.ns_tor().to_owned()];
+    let mount_point = format!("{root}{dir}");
+    let out = lab.down();
+    assert!(
+        out.status.success(),
+        "down.sh failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let marker = format!("{dir}/");
+    for (pidfile, pid) in &pids {
+        assert!(
+            !process_alive(*pid, &marker),
+            "{pidfile} (pid {pid}) still runs after down.sh"
+        );
+    }
+    assert!(
+        processes_with_mount(&mount_point).is_empty(),
+        "processes still mount {mount_point}: {:?}",
+        processes_with_mount(&mount_point)
+    );
+    assert!(
+        !Path::new(&mount_point).exists(),
+        "the mount point {mount_point} is left in the chroot"
+    );
+    let remaining = netns_names();
+    for ns in &namespaces {
+        assert!(
+            !remaining.contains(ns),
+            "netns {ns} still exists after down.sh"
+        );
+    }
+    assert!(!lab.dir().exists(), "{dir} still exists");
+}
+
+/// Pids whose mount namespace has a mount at `path`.
+fn processes_with_mount(path: &str) -> Vec<u32> {
+    let needle = format!(" {path} ");
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+                .is_ok_and(|m| m.contains(&needle))
+        })
+        .collect()
+}
+
+/// The topology carries Neutron's keys as Neutron's OVN driver writes them: switches named
+/// `neutron-<network id>`, the FIP's `neutron:fip_network_id` the bare network id, the chassis'
+/// hostname (what `requested-chassis` names) different from its system-id.
+fn nb_has_the_keys_neutron_writes(lab: &Lab) {
+    let net = lab.env("NET_PUBLIC_ID");
+    let switch = lab.nbctl(&["get", "Logical_Switch", &format!("neutron-{net}"), "name"]);
+    assert_eq!(switch.trim().trim_matches('"'), format!("neutron-{net}"));
+
+    let fip_ip = format!("external_ip=\"{}\"", lab.env("FIP_IP4"));
+    let nat = lab.nbctl(&["--bare", "--columns=_uuid", "find", "NAT", &fip_ip]);
+    let nat = nat.trim();
+    assert!(!nat.is_empty(), "no NAT row with {fip_ip}");
+    let network = lab.nbctl(&["get", "NAT", nat, "external_ids:\"neutron:fip_network_id\""]);
+    assert_eq!(
+        network.trim().trim_matches('"'),
+        net,
+        "neutron:fip_network_id holds the bare network id"
+    );
+
+    let ovs_id = |key: &str| {
+        lab.vsctl(&["get", "Open_vSwitch", ".", &format!("external_ids:{key}")])
+            .trim()
+            .trim_matches('"')
+            .to_owned()
+    };
+    let (system_id, hostname) = (ovs_id("system-id"), ovs_id("hostname"));
+    assert_eq!(system_id, lab.env("CHASSIS_NAME"));
+    assert_eq!(hostname, lab.env("CHASSIS_HOSTNAME"));
+    assert_ne!(
+        system_id, hostname,
+        "a real chassis' hostname is not its system-id"
+    );
+    for port in [lab.env("VM_TENANT_PORT_ID"), lab.env("VM_PROVIDER_PORT_ID")] {
+        let requested = lab.nbctl(&[
+            "get",
+            "Logical_Switch_Port",
+            port,
+            "options:requested-chassis",
+        ]);
+        assert_eq!(
+            requested.trim().trim_matches('"'),
+            hostname,
+            "requested-chassis of {port}"
+        );
+    }
 }
 
 fn tor_has_established_ebgp_session_with_chassis(lab: &Lab) {

@@ -10,7 +10,7 @@ mod lab_fixture;
 use std::time::Duration;
 
 use agent_fixture::Agent;
-use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, has, require_root, wait_for};
+use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, OVN_25_03, has, require_root, wait_for};
 
 /// Test intervals: short, so drift repair is observable quickly.
 const OVERRIDES: &str = "[DEFAULT]\nreconcile_interval = 20\nfrr_reconcile_interval = 2\n[ovs]\nflow_check_interval = 2\n";
@@ -28,8 +28,21 @@ fn wait_tor(lab: &Lab, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<Stri
 
 #[test]
 fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_ips() {
+    exposes_the_topology_follows_bindings_and_survives_its_own_restart(&[]);
+}
+
+/// The same on OVN 25.03 (OVN central, northd, ovn-controller and OVS from Debian 13's packages):
+/// the driver reads SB schema 20.41 and OVS 3.5's database as it reads 23.03's.
+#[test]
+fn on_ovn_25_03_exposes_the_topology_follows_bindings_and_survives_its_own_restart() {
+    exposes_the_topology_follows_bindings_and_survives_its_own_restart(OVN_25_03);
+}
+
+/// The lab's topology (up.sh with `up_env`) exposed at the ToR, in the kernel and in OVS;
+/// unbinding, hostile rows, an LB VIP, 100 FIPs, and an agent restart that sends no UPDATE.
+fn exposes_the_topology_follows_bindings_and_survives_its_own_restart(up_env: &[(&str, &str)]) {
     require_root();
-    let lab = Lab::start();
+    let lab = Lab::start_with_env(up_env);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
 
     let vm4 = format!("{}/32", lab.env("VM_PROVIDER_IP4"));

@@ -18,6 +18,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// up.sh environment of the OVN 25.03 tier: OVN central, northd, ovn-controller and OVS from
+/// Debian 13's packages in a cached chroot (`scripts/lab/ovn-chroot.sh`; the first lab on a
+/// machine builds it, about 1.5 minutes).
+pub(crate) const OVN_25_03: &[(&str, &str)] = &[("LAB_OVN", "25.03")];
+
 /// How long a single wait for the lab to converge may take.
 pub(crate) const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -247,6 +252,28 @@ impl Lab {
                 .arg(format!("--db=unix:{}", self.env("NB_SOCK")))
                 .args(args),
         )
+    }
+
+    /// `ovsdb-client ARGS… unix:<NB socket> …`: `ovsdb-client` takes the schema from the server,
+    /// so it reads columns the host's `ovn-nbctl` (an older OVN) does not know.
+    /// `args` are the command and its arguments, with `{NB}` standing for the NB remote.
+    pub(crate) fn nb_client(&self, args: &[&str]) -> String {
+        let remote = format!("unix:{}", self.env("NB_SOCK"));
+        run_ok(
+            Command::new("ovsdb-client").arg("--timeout=10").args(
+                args.iter()
+                    .map(|a| if *a == "{NB}" { remote.as_str() } else { a }),
+            ),
+        )
+    }
+
+    /// The columns of an NB table as the running NB server's schema defines them.
+    pub(crate) fn nb_columns(&self, table: &str) -> Vec<String> {
+        self.nb_client(&["list-columns", "{NB}", "OVN_Northbound", table])
+            .lines()
+            .skip(2) // the "Column  Type" heading and its underline
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .collect()
     }
 
     pub(crate) fn tor_json(&self, cmd: &str) -> Value {
