@@ -246,6 +246,94 @@ fn lab_on_ovn_25_03_runs_ovn_from_the_chroot_northd_hosts_the_gateway_and_tears_
     assert!(!lab.dir().exists(), "{dir} still exists");
 }
 
+/// `LAB_CHASSIS2=1`: a second chassis (own OVS database, ovs-vswitchd and ovn-controller in its
+/// own netns) registers in SB next to the first with its own system-id and hostname, while the
+/// first keeps every binding; restart.sh restarts its ovn-controller; down.sh removes it all.
+#[test]
+fn lab_with_a_second_chassis_registers_both_in_sb_and_tears_down() {
+    require_root();
+    let mut lab = Lab::start_with_env(&[("LAB_CHASSIS2", "1")]);
+    eprintln!(
+        "scripts/lab/up.sh with LAB_CHASSIS2=1 took {:.2} s",
+        lab.up_duration().as_secs_f64()
+    );
+    let pids = lab.daemon_pids();
+    assert_eq!(
+        pids.len(),
+        13,
+        "10 daemons + the second chassis' 3: {pids:?}"
+    );
+    let ns2 = lab.env("NS_CHASSIS2").to_owned();
+    for daemon in ["ovs2/ovs-vswitchd.pid", "ovs2/ovn-controller.pid"] {
+        let pid = pids
+            .iter()
+            .find(|(f, _)| f == daemon)
+            .map(|(_, pid)| pid.to_string())
+            .unwrap_or_else(|| panic!("no {daemon}: {pids:?}"));
+        let ns = run_ok(Command::new("ip").args(["netns", "identify", &pid]));
+        assert_eq!(ns.trim(), ns2, "netns of {daemon}");
+    }
+
+    let wait_both_registered = |lab: &Lab| {
+        wait_for("both chassis in SB", CONVERGENCE_TIMEOUT, || {
+            let rows = lab.sb_rows("Chassis", &["name", "hostname"]);
+            let mut found: Vec<(String, String)> = rows
+                .iter()
+                .map(|r| {
+                    let text = |c: &str| r[c].as_str().unwrap_or_default().to_owned();
+                    (text("name"), text("hostname"))
+                })
+                .collect();
+            found.sort();
+            let expected = vec![
+                (
+                    lab.env("CHASSIS_NAME").to_owned(),
+                    lab.env("CHASSIS_HOSTNAME").to_owned(),
+                ),
+                (
+                    lab.env("CHASSIS2_NAME").to_owned(),
+                    lab.env("CHASSIS2_HOSTNAME").to_owned(),
+                ),
+            ];
+            if found == expected {
+                Ok(())
+            } else {
+                Err(format!("{found:?}"))
+            }
+        })
+    };
+    wait_both_registered(&lab);
+    // The first chassis still holds every binding (the second hosts nothing).
+    sb_has_chassis_and_bound_ports(&lab);
+
+    lab.restart(&["--kill", "ovn-controller-2"]);
+    wait_both_registered(&lab);
+    let status = lab.status();
+    assert_eq!(
+        status.matches("running (pid").count(),
+        13,
+        "status.sh must show 13 running daemons:\n{status}"
+    );
+
+    let out = lab.down();
+    assert!(
+        out.status.success(),
+        "down.sh failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !netns_names().contains(&ns2),
+        "netns {ns2} still exists after down.sh"
+    );
+    let marker = format!("{}/", lab.dir().display());
+    let alive: Vec<_> = pids
+        .iter()
+        .filter(|(_, pid)| process_alive(*pid, &marker))
+        .collect();
+    assert!(alive.is_empty(), "still running after down.sh: {alive:?}");
+}
+
 /// Pids whose mount namespace has a mount at `path`.
 fn processes_with_mount(path: &str) -> Vec<u32> {
     let needle = format!(" {path} ");

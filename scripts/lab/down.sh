@@ -14,7 +14,7 @@ source "$LAB_SCRIPTS/lib.sh"
 lab_namespaces=()
 OVN_ROOT=""
 if [[ -f $LAB_ENV ]]; then
-    mapfile -t lab_namespaces < <(sed -n 's/^NS_\(CHASSIS\|TOR\)=//p' "$LAB_ENV")
+    mapfile -t lab_namespaces < <(sed -n 's/^NS_\(CHASSIS\|CHASSIS2\|TOR\)=//p' "$LAB_ENV")
     # LAB_OVN=25.03: the chroot whose mounts (private to the daemons) must be gone at the end.
     OVN_ROOT=$(sed -n 's/^OVN_ROOT=//p' "$LAB_ENV" | tail -n 1)
 elif netns_exists "$NS_CHASSIS" || netns_exists "$NS_TOR"; then

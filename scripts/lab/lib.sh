@@ -20,6 +20,9 @@
 #                     production path (kernel vrf, dummy, 8021q, openvswitch needed; the VM tier)
 #   LAB_PROVIDER_VLAN empty (default): flat provider network; 1-4094: VLAN provider network
 #                     (localnet port tag), so the agent creates br-ex.<id> (needs 8021q)
+#   LAB_CHASSIS2      0 (default); 1: a second chassis (its own OVS and ovn-controller, system-id
+#                     lab-chassis-2) in netns ${LAB_NS_PREFIX}chassis2, registered in SB, hosting
+#                     nothing yet (for gateway failover tests)
 #   LAB_OVN           system (default): the host's OVN/OVS packages (Debian 12: OVN 23.03, OVS 3.1);
 #                     25.03: OVN central, northd, ovn-controller and its OVS from Debian 13's
 #                     packages (OVN 25.03, OVS 3.5) in a cached chroot (see ovn-chroot.sh); FRR,
@@ -38,6 +41,7 @@ LAB_SB_CLUSTER_PORT_BASE=${LAB_SB_CLUSTER_PORT_BASE:-16720}
 LAB_KERNEL=${LAB_KERNEL:-stand-in}
 LAB_PROVIDER_VLAN=${LAB_PROVIDER_VLAN:-}
 LAB_OVN=${LAB_OVN:-system}
+LAB_CHASSIS2=${LAB_CHASSIS2:-0}
 # The chroot the OVN/OVS daemons run in (LAB_OVN=25.03), empty for the host's packages.
 OVN_ROOT=""
 
@@ -45,6 +49,7 @@ OVN_ROOT=""
 LAB_MARKER=.ovn-bgp-lab
 
 NS_CHASSIS=${LAB_NS_PREFIX}chassis
+NS_CHASSIS2=${LAB_NS_PREFIX}chassis2
 NS_TOR=${LAB_NS_PREFIX}tor
 
 OVN_DIR=$LAB_DIR/ovn
@@ -56,6 +61,11 @@ SB_SOCK=$OVN_DIR/ovnsb_db.sock
 OVS_DIR=$LAB_DIR/ovs
 OVS_DB=$OVS_DIR/conf.db
 OVS_SOCK=$OVS_DIR/db.sock
+
+# The second chassis (LAB_CHASSIS2=1): its own OVS database, sockets and run directory.
+OVS2_DIR=$LAB_DIR/ovs2
+OVS2_DB=$OVS2_DIR/conf.db
+OVS2_SOCK=$OVS2_DIR/db.sock
 
 FRR_DIR=$LAB_DIR/frr
 FRR_CHASSIS_DIR=$FRR_DIR/chassis
@@ -75,6 +85,10 @@ VTYSH=/usr/bin/vtysh
 # Neutron writes into requested-chassis / neutron:host_id. Kept different on purpose.
 CHASSIS_NAME=lab-chassis-1
 CHASSIS_HOSTNAME=lab-chassis-1.lab.example
+CHASSIS2_NAME=lab-chassis-2
+CHASSIS2_HOSTNAME=lab-chassis-2.lab.example
+# Its geneve endpoint: nothing carries tunnel traffic between the two chassis (yet).
+CHASSIS2_ENCAP_IP4=100.64.0.5
 
 # The chassis <-> ToR link (inside the two netns only).
 LINK_CHASSIS_IF=eth-tor      # in $NS_CHASSIS
@@ -200,6 +214,7 @@ proc_running() {
 nbctl() { ovn-nbctl --db="unix:$NB_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
 sbctl() { ovn-sbctl --db="$(sb_unix_remotes)" --timeout="$LAB_TIMEOUT" "$@"; }
 vsctl() { ovs-vsctl --db="unix:$OVS_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
+vsctl2() { ovs-vsctl --db="unix:$OVS2_SOCK" --timeout="$LAB_TIMEOUT" "$@"; }
 vtysh_chassis() { "$VTYSH" --vty_socket "$VTY_CHASSIS" --config_dir "$FRR_CHASSIS_DIR" "$@"; }
 vtysh_tor() { "$VTYSH" --vty_socket "$VTY_TOR" --config_dir "$FRR_TOR_DIR" "$@"; }
 
@@ -257,7 +272,11 @@ load_lab_settings() {
             [[ $value =~ ^[0-9]+$ ]] || die "bad $key=$value in $LAB_ENV"
             printf -v "$key" '%s' "$value"
             ;;
-        NS_CHASSIS | NS_TOR)
+        LAB_CHASSIS2)
+            [[ $value =~ ^[01]$ ]] || die "bad $key=$value in $LAB_ENV"
+            LAB_CHASSIS2=$value
+            ;;
+        NS_CHASSIS | NS_TOR | NS_CHASSIS2)
             [[ $value =~ ^[a-zA-Z0-9_.-]+$ ]] || die "bad $key=$value in $LAB_ENV"
             printf -v "$key" '%s' "$value"
             ;;
@@ -401,6 +420,29 @@ start_ovn_controller() {
     start_daemon ovn-controller "$OVN_DIR/ovn-controller.log" \
         ip netns exec "$NS_CHASSIS" "${OVN_PREFIX[@]}" ovn-controller "unix:$OVS_SOCK" --detach --no-chdir \
         --pidfile="$OVN_DIR/ovn-controller.pid" --log-file="$OVN_DIR/ovn-controller.log"
+}
+
+# The second chassis' daemons: the same binaries and options as the first's, with the OVS
+# directories of ovs2/ (OVS_RUNDIR also tells ovn-controller where br-int.mgmt is; OVN_RUNDIR puts
+# its control socket, ovn-controller.<pid>.ctl, there too: 23.03's has no --unixctl).
+chassis2_env=(env "OVS_RUNDIR=$OVS2_DIR" "OVS_LOGDIR=$OVS2_DIR" "OVS_DBDIR=$OVS2_DIR" "OVS_SYSCONFDIR=$OVS2_DIR"
+    "OVN_RUNDIR=$OVS2_DIR")
+start_chassis2_ovsdb() {
+    start_daemon "ovsdb-server (chassis 2 conf.db)" "$OVS2_DIR/ovsdb-server.log" \
+        ovn_run "${chassis2_env[@]}" ovsdb-server "$OVS2_DB" --detach --no-chdir \
+        --pidfile="$OVS2_DIR/ovsdb-server.pid" --log-file="$OVS2_DIR/ovsdb-server.log" \
+        --unixctl="$OVS2_DIR/ovsdb-server.ctl" --remote="punix:$OVS2_SOCK"
+}
+start_chassis2_vswitchd() {
+    start_daemon "ovs-vswitchd (chassis 2)" "$OVS2_DIR/ovs-vswitchd.log" \
+        ip netns exec "$NS_CHASSIS2" "${OVN_PREFIX[@]}" "${chassis2_env[@]}" ovs-vswitchd "unix:$OVS2_SOCK" \
+        --detach --no-chdir --pidfile="$OVS2_DIR/ovs-vswitchd.pid" --log-file="$OVS2_DIR/ovs-vswitchd.log" \
+        --unixctl="$OVS2_DIR/ovs-vswitchd.ctl"
+}
+start_chassis2_controller() {
+    start_daemon "ovn-controller (chassis 2)" "$OVS2_DIR/ovn-controller.log" \
+        ip netns exec "$NS_CHASSIS2" "${OVN_PREFIX[@]}" "${chassis2_env[@]}" ovn-controller "unix:$OVS2_SOCK" \
+        --detach --no-chdir --pidfile="$OVS2_DIR/ovn-controller.pid" --log-file="$OVS2_DIR/ovn-controller.log"
 }
 
 # frr_start NAME NETNS DIR: zebra + bgpd of one FRR instance, run as user frr inside NETNS, with

@@ -5,6 +5,7 @@
 #   restart.sh [--kill] [--down | --up] COMPONENT
 #
 # COMPONENT: sb nb northd ovs-vswitchd ovn-controller frr-chassis frr-tor
+#            ovs-vswitchd-2 ovn-controller-2     (second chassis only: LAB_CHASSIS2=1 up.sh)
 #            sb-1 sb-2 sb-3 sb-leader      (SB RAFT cluster only: LAB_SB_CLUSTER=3 up.sh)
 #   sb            the SB server (all members of the cluster, one after the other)
 #   sb-N          SB cluster member N
@@ -69,6 +70,8 @@ pidfiles_of() {
     northd) echo "$OVN_DIR/ovn-northd.pid" ;;
     ovs-vswitchd) echo "$OVS_DIR/ovs-vswitchd.pid" ;;
     ovn-controller) echo "$OVN_DIR/ovn-controller.pid" ;;
+    ovs-vswitchd-2) echo "$OVS2_DIR/ovs-vswitchd.pid" ;;
+    ovn-controller-2) echo "$OVS2_DIR/ovn-controller.pid" ;;
     frr-chassis) printf '%s\n' "$VTY_CHASSIS/bgpd.pid" "$VTY_CHASSIS/zebra.pid" ;;
     frr-tor) printf '%s\n' "$VTY_TOR/bgpd.pid" "$VTY_TOR/zebra.pid" ;;
     esac
@@ -85,6 +88,8 @@ start_component() {
         bring_up_br_ex
         ;;
     ovn-controller) start_ovn_controller ;;
+    ovs-vswitchd-2) start_chassis2_vswitchd ;;
+    ovn-controller-2) start_chassis2_controller ;;
     frr-chassis) frr_start chassis "$NS_CHASSIS" "$FRR_CHASSIS_DIR" ;;
     frr-tor) frr_start tor "$NS_TOR" "$FRR_TOR_DIR" ;;
     esac
@@ -108,6 +113,9 @@ sb-leader)
 sb-[0-9])
     n=${component#sb-}
     ((n >= 1 && n <= LAB_SB_CLUSTER)) || die "$component: the cluster has members 1..$LAB_SB_CLUSTER"
+    ;;
+ovs-vswitchd-2 | ovn-controller-2)
+    ((LAB_CHASSIS2)) || die "$component: this lab has no second chassis (start it with LAB_CHASSIS2=1 up.sh)"
     ;;
 sb | nb | northd | ovs-vswitchd | ovn-controller | frr-chassis | frr-tor) ;;
 *) die "unknown component $component (see restart.sh --help)" ;;

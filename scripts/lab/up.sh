@@ -42,6 +42,8 @@ system | 25.03) ;;
 *) die "LAB_OVN must be system (the host's OVN packages) or 25.03 (Debian 13's, in a chroot), got '$LAB_OVN'" ;;
 esac
 
+[[ $LAB_CHASSIS2 =~ ^[01]$ ]] || die "LAB_CHASSIS2 must be 0 or 1 (a second chassis), got '$LAB_CHASSIS2'"
+
 if ! [[ $LAB_SB_CLUSTER =~ ^[013]$ ]]; then
     die "LAB_SB_CLUSTER must be 0 (one SB server) or 3 (a 3-member RAFT cluster): $LAB_SB_CLUSTER"
 fi
@@ -94,7 +96,7 @@ fi
 if [[ -e $LAB_DIR ]] && [[ -n $(ls -A "$LAB_DIR") ]]; then
     die "$LAB_DIR exists, is not empty and was not created by up.sh; choose another LAB_DIR"
 fi
-for ns in "$NS_CHASSIS" "$NS_TOR"; do
+for ns in "$NS_CHASSIS" "$NS_TOR" "$NS_CHASSIS2"; do
     netns_exists "$ns" && die "network namespace $ns already exists but no lab owns it in $LAB_DIR;" \
         "delete it (ip netns del $ns) or choose another LAB_NS_PREFIX"
 done
@@ -129,6 +131,7 @@ LAB_KERNEL=$LAB_KERNEL
 LAB_PROVIDER_VLAN=$LAB_PROVIDER_VLAN
 LAB_OVN=$LAB_OVN
 OVN_ROOT=$OVN_ROOT
+LAB_CHASSIS2=$LAB_CHASSIS2
 EOF
 
 # ---------------------------------------------------------------------------------------------
@@ -224,6 +227,33 @@ step "starting ovn-controller in $NS_CHASSIS"
 start_ovn_controller
 chassis_registered() { [[ -n $(sbctl --bare --columns=_uuid find Chassis "name=$CHASSIS_NAME") ]]; }
 wait_until "SB Chassis $CHASSIS_NAME" "$OVN_DIR/ovn-controller.log:$OVN_DIR/ovsdb-server-sb.log" chassis_registered
+
+if ((LAB_CHASSIS2)); then
+    step "starting the second chassis ($CHASSIS2_NAME: OVS + ovn-controller in $NS_CHASSIS2)"
+    ip netns add "$NS_CHASSIS2"
+    echo "NS_CHASSIS2=$NS_CHASSIS2" >>"$LAB_ENV"
+    ip -n "$NS_CHASSIS2" link set lo up
+    mkdir -p "$OVS2_DIR"
+    ovn_run ovsdb-tool create "$OVS2_DB" /usr/share/openvswitch/vswitch.ovsschema
+    start_chassis2_ovsdb
+    vsctl2 --no-wait init
+    vsctl2 --no-wait set Open_vSwitch . \
+        "external_ids:system-id=$CHASSIS2_NAME" \
+        "external_ids:hostname=$CHASSIS2_HOSTNAME" \
+        "external_ids:ovn-remote=$(sb_unix_remotes)" \
+        external_ids:ovn-encap-type=geneve \
+        "external_ids:ovn-encap-ip=$CHASSIS2_ENCAP_IP4" \
+        external_ids:ovn-bridge-mappings=public:br-ex \
+        "external_ids:ovn-bridge-datapath-type=$OVS_DATAPATH"
+    start_chassis2_vswitchd
+    vsctl2 -- --may-exist add-br br-int \
+        -- set Bridge br-int "datapath_type=$OVS_DATAPATH" fail_mode=secure other_config:disable-in-band=true \
+        -- --may-exist add-br br-ex -- set Bridge br-ex "datapath_type=$OVS_DATAPATH" ||
+        die_with_log "ovs-vswitchd of chassis 2 did not create the bridges" "$OVS2_DIR/ovs-vswitchd.log"
+    start_chassis2_controller
+    chassis2_registered() { [[ -n $(sbctl --bare --columns=_uuid find Chassis "name=$CHASSIS2_NAME") ]]; }
+    wait_until "SB Chassis $CHASSIS2_NAME" "$OVS2_DIR/ovn-controller.log" chassis2_registered
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Each FRR daemon reads its own part of the configuration at start (-f), like a production FRR
@@ -543,6 +573,10 @@ AGENT_CONF=$AGENT_CONF
 RT_TABLES=$RT_TABLES
 CHASSIS_NAME=$CHASSIS_NAME
 CHASSIS_HOSTNAME=$CHASSIS_HOSTNAME
+CHASSIS2_NAME=$CHASSIS2_NAME
+CHASSIS2_HOSTNAME=$CHASSIS2_HOSTNAME
+OVS2_SOCK=$OVS2_SOCK
+OVS2_RUNDIR=$OVS2_DIR
 CHASSIS_IP4=$CHASSIS_IP4
 TOR_IP4=$TOR_IP4
 CHASSIS_IP6=$CHASSIS_IP6
@@ -573,6 +607,7 @@ OVN BGP lab is up in $(elapsed) s  (LAB_DIR=$LAB_DIR)
   OVN SB        $(sb_unix_remotes)   $(sb_tcp_remotes)
   local OVS     unix:$OVS_SOCK  (OVS_RUNDIR=$OVS_DIR; ovs-vswitchd + ovn-controller in netns $NS_CHASSIS)
   chassis       system-id $CHASSIS_NAME, hostname $CHASSIS_HOSTNAME
+$( ((LAB_CHASSIS2)) && printf '  chassis 2     system-id %s, hostname %s: unix:%s, netns %s\n' "$CHASSIS2_NAME" "$CHASSIS2_HOSTNAME" "$OVS2_SOCK" "$NS_CHASSIS2")
   netns         $NS_CHASSIS ($LINK_CHASSIS_IF $CHASSIS_IP4/$LINK_PLEN4, AS $CHASSIS_AS)  <->  $NS_TOR ($LINK_TOR_IF $TOR_IP4/$LINK_PLEN4, AS $TOR_AS)
 
   vtysh (chassis)   vtysh --vty_socket $VTY_CHASSIS --config_dir $FRR_CHASSIS_DIR
