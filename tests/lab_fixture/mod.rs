@@ -352,6 +352,8 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
+        // After down.sh (below, or the test's own `down`): the lab's ports are free again.
+        let _release = PortPairLease(self.nb_tcp_port);
         if self.down_done {
             return;
         }
@@ -429,14 +431,37 @@ pub(crate) fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The first pair of ports (p, p+1) in [`TEST_TCP_PORTS`] both free on 127.0.0.1 right now, so
-/// labs of concurrent test processes do not collide (up.sh refuses a taken port).
+/// Port pairs of this process' labs that exist (from before up.sh until after down.sh). A pair that
+/// is still free on 127.0.0.1 may already be promised to a lab whose up.sh has not bound it yet:
+/// two tests starting labs at the same moment must not both take it.
+static PORT_PAIRS_TAKEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Gives a pair back to [`PORT_PAIRS_TAKEN`] when dropped.
+struct PortPairLease(u16);
+
+impl Drop for PortPairLease {
+    fn drop(&mut self) {
+        PORT_PAIRS_TAKEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.0);
+    }
+}
+
+/// The first pair of ports (p, p+1) in [`TEST_TCP_PORTS`] both free on 127.0.0.1 right now and not
+/// taken by another lab of this process (up.sh refuses a taken port); taken until the lab drops.
 fn free_port_pair() -> u16 {
     let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
-    TEST_TCP_PORTS
+    let mut taken = PORT_PAIRS_TAKEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pair = TEST_TCP_PORTS
         .step_by(2)
-        .find(|&p| free(p) && free(p + 1))
-        .unwrap_or_else(|| panic!("no free pair of TCP ports in {TEST_TCP_PORTS:?} on 127.0.0.1"))
+        .find(|&p| !taken.contains(&p) && free(p) && free(p + 1))
+        .unwrap_or_else(|| panic!("no free pair of TCP ports in {TEST_TCP_PORTS:?} on 127.0.0.1"));
+    taken.insert(pair);
+    pair
 }
 
 fn parse_lab_env(path: &Path) -> HashMap<String, String> {
