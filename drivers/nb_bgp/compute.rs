@@ -209,6 +209,11 @@ fn valid_vlan(tag: Option<i64>) -> Option<u16> {
         .filter(|t| (1..=4094).contains(t))
 }
 
+/// A VM's port (`""`) or a virtual port: the types whose addresses are exposed.
+fn is_vm_type(port_type: &str) -> bool {
+    port_type.is_empty() || port_type == VIRTUAL
+}
+
 /// The IPv6 prefixes of `neutron:cidrs`, for the NDP proxy.
 fn ipv6_prefixes(cidrs: &[IpNet]) -> BTreeSet<IpNet> {
     cidrs
@@ -227,7 +232,11 @@ fn vip_address(key: &str) -> Option<IpAddr> {
     if let Ok(ip) = key.parse() {
         return Some(ip);
     }
-    key.rsplit_once(':')?.0.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+    key.rsplit_once(':')?
+        .0
+        .parse::<std::net::Ipv4Addr>()
+        .ok()
+        .map(IpAddr::V4)
 }
 
 impl<'a> Ctx<'a> {
@@ -399,7 +408,12 @@ impl<'a> Ctx<'a> {
         let mac: MacAddr = match lrp.mac.trim().parse() {
             Ok(m) => m,
             Err(_) => {
-                self.skip_row(table, &lrp.uuid, &lrp.name, format!("bad MAC {:?}", lrp.mac));
+                self.skip_row(
+                    table,
+                    &lrp.uuid,
+                    &lrp.name,
+                    format!("bad MAC {:?}", lrp.mac),
+                );
                 return None;
             }
         };
@@ -460,7 +474,7 @@ impl<'a> Ctx<'a> {
     fn expose_bound_ports(&mut self, distributed: bool) {
         let hostname = self.local.hostname.as_str();
         for lsp in self.model.ports_listing_host(hostname) {
-            if lsp.port_type != "" && lsp.port_type != VIRTUAL {
+            if !is_vm_type(&lsp.port_type) {
                 continue;
             }
             if lsp.bound_chassis(hostname) != Some(hostname) || lsp.up != Some(true) {
@@ -567,7 +581,9 @@ impl<'a> Ctx<'a> {
         fallback: Option<&ProviderNetwork>,
     ) -> Option<ProviderNetwork> {
         let switch = neutron::fip_network_switch(
-            nat.external_ids.get(keys::FIP_NETWORK_ID).map(String::as_str),
+            nat.external_ids
+                .get(keys::FIP_NETWORK_ID)
+                .map(String::as_str),
         );
         match (switch, fallback) {
             (Some(switch), _) => match self.provider_of_switch_named(&switch) {
@@ -715,7 +731,7 @@ impl<'a> Ctx<'a> {
     fn expose_tenant_ips(&mut self, switch: &str, subnet: IpNet) {
         let network = subnet.trunc();
         for port in self.model.ports_on_switch(switch) {
-            if (port.port_type != "" && port.port_type != VIRTUAL) || port.up != Some(true) {
+            if !is_vm_type(&port.port_type) || port.up != Some(true) {
                 continue;
             }
             if !self.lsp_name_ok(port) {
@@ -789,7 +805,10 @@ impl<'a> Ctx<'a> {
             Err(e) => return self.skip_lb(lb, e.to_string()),
         };
         if let Some(vip) = octavia.vip {
-            let port = octavia.vip_port_id.as_deref().and_then(|id| self.model.lsp_named(id));
+            let port = octavia
+                .vip_port_id
+                .as_deref()
+                .and_then(|id| self.model.lsp_named(id));
             match port {
                 None => self.skip_lb(
                     lb,
@@ -859,7 +878,10 @@ mod tests {
     #[test]
     fn vip_keys_in_every_form() {
         assert_eq!(vip_address("172.24.4.40:22"), "172.24.4.40".parse().ok());
-        assert_eq!(vip_address("[2001:db8::40]:22"), "2001:db8::40".parse().ok());
+        assert_eq!(
+            vip_address("[2001:db8::40]:22"),
+            "2001:db8::40".parse().ok()
+        );
         assert_eq!(vip_address("2001:db8::40"), "2001:db8::40".parse().ok());
         assert_eq!(vip_address("172.24.4.40"), "172.24.4.40".parse().ok());
         assert_eq!(vip_address("nonsense:22"), None);

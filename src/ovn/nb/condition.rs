@@ -49,7 +49,10 @@ pub enum NbClause {
     /// NAT `logical_port == <name>`.
     NatLogicalPort(String),
     /// LB `external_ids includes {<key>: neutron-<router id>}` (`lr_ref`, `neutron:router_name`).
-    LbRouter { key: &'static str, router_id: String },
+    LbRouter {
+        key: &'static str,
+        router_id: String,
+    },
 }
 
 impl NbClause {
@@ -77,18 +80,12 @@ impl NbClause {
                 pair(keys::HOSTING_CHASSIS, sys),
             ),
             NbClause::LrpNamed(n) => Clause::eq("name", n.as_str()),
-            NbClause::RouterHasPort(u) => {
-                Clause::new("ports", Function::Includes, Uuid::parse(u)?)
-            }
+            NbClause::RouterHasPort(u) => Clause::new("ports", Function::Includes, Uuid::parse(u)?),
             NbClause::LspType(t) => Clause::eq("type", t.as_str()),
-            NbClause::LspDeviceId(r) => Clause::new(
-                "external_ids",
-                Function::Includes,
-                pair(keys::DEVICE_ID, r),
-            ),
-            NbClause::SwitchHasPort(u) => {
-                Clause::new("ports", Function::Includes, Uuid::parse(u)?)
+            NbClause::LspDeviceId(r) => {
+                Clause::new("external_ids", Function::Includes, pair(keys::DEVICE_ID, r))
             }
+            NbClause::SwitchHasPort(u) => Clause::new("ports", Function::Includes, Uuid::parse(u)?),
             NbClause::NatType(t) => Clause::eq("type", t.as_str()),
             NbClause::NatGatewayPort(u) => Clause::eq("gateway_port", Uuid::parse(u)?),
             NbClause::NatLogicalPort(n) => Clause::eq("logical_port", n.as_str()),
@@ -348,8 +345,16 @@ mod tests {
         assert_eq!(
             conditions["Load_Balancer"].to_json(),
             serde_json::json!([
-                ["external_ids", "includes", ["map", [["lr_ref", "neutron-r1"]]]],
-                ["external_ids", "includes", ["map", [["neutron:router_name", "neutron-r1"]]]]
+                [
+                    "external_ids",
+                    "includes",
+                    ["map", [["lr_ref", "neutron-r1"]]]
+                ],
+                [
+                    "external_ids",
+                    "includes",
+                    ["map", [["neutron:router_name", "neutron-r1"]]]
+                ]
             ])
         );
     }

@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{
-    LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel,
-};
+use super::model::{LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel};
 use crate::caps::ovsdb::{
     Change, ChangeKind, DatabaseSchema, MonitorCondition, MonitorSpec, TableSpec,
 };

@@ -125,17 +125,23 @@ impl Lsp {
                 .map(|h| BTreeSet::from([h.to_owned()]))
                 .unwrap_or_default();
         }
-        neutron::requested_chassis(self.options.get(keys::REQUESTED_CHASSIS).map(String::as_str))
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
+        neutron::requested_chassis(
+            self.options
+                .get(keys::REQUESTED_CHASSIS)
+                .map(String::as_str),
+        )
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
     }
 
     /// The hostname this port is bound to, as upstream's `get_port_chassis`.
     pub fn bound_chassis(&self, hostname: &str) -> Option<&str> {
         neutron::bound_chassis(
             &self.port_type,
-            self.options.get(keys::REQUESTED_CHASSIS).map(String::as_str),
+            self.options
+                .get(keys::REQUESTED_CHASSIS)
+                .map(String::as_str),
             self.ext(keys::HOST_ID),
             hostname,
         )
@@ -277,10 +283,12 @@ impl NbModel {
         if let Some(physnet) = lsp.physnet() {
             index_insert(&mut self.localnet_by_physnet, physnet, &uuid);
         }
-        if lsp.port_type == LOCALNET {
-            if let Some(ls) = self.switch_of_port.get(&uuid) {
-                index_insert(&mut self.localnet_by_switch, &ls.clone(), &uuid);
-            }
+        if let Some(ls) = self
+            .switch_of_port
+            .get(&uuid)
+            .filter(|_| lsp.port_type == LOCALNET)
+        {
+            index_insert(&mut self.localnet_by_switch, &ls.clone(), &uuid);
         }
         if let Some(router) = lsp.router_interface_of() {
             index_insert(&mut self.rif_by_router, router, &uuid);
@@ -365,7 +373,11 @@ impl NbModel {
         let Some(old) = self.switches.remove(uuid) else {
             return;
         };
-        if self.switch_by_name.get(&old.name).is_some_and(|u| u == uuid) {
+        if self
+            .switch_by_name
+            .get(&old.name)
+            .is_some_and(|u| u == uuid)
+        {
             self.switch_by_name.remove(&old.name);
         }
         for port in &old.ports {
@@ -381,7 +393,9 @@ impl NbModel {
     }
 
     pub fn switch_named(&self, name: &str) -> Option<&LogicalSwitch> {
-        self.switch_by_name.get(name).and_then(|u| self.switches.get(u))
+        self.switch_by_name
+            .get(name)
+            .and_then(|u| self.switches.get(u))
     }
 
     /// The switch whose `ports` lists port `lsp_uuid`.
@@ -426,10 +440,10 @@ impl NbModel {
         let Some(old) = self.routers.remove(uuid) else {
             return;
         };
-        if let Some(id) = neutron::router_id(Some(&old.name)) {
-            if self.router_by_id.get(id).is_some_and(|u| u == uuid) {
-                self.router_by_id.remove(id);
-            }
+        if let Some(id) = neutron::router_id(Some(&old.name))
+            && self.router_by_id.get(id).is_some_and(|u| u == uuid)
+        {
+            self.router_by_id.remove(id);
         }
         for port in &old.ports {
             if self.router_of_lrp.get(port).is_some_and(|r| r == uuid) {
@@ -693,7 +707,10 @@ mod tests {
         b.upsert_lsp(ln.clone());
         for m in [&mut a, &mut b] {
             assert_eq!(m.localnets_on_switch("ls").len(), 1);
-            assert_eq!(m.switch_of_port("ln").map(|s| s.name.as_str()), Some("neutron-net"));
+            assert_eq!(
+                m.switch_of_port("ln").map(|s| s.name.as_str()),
+                Some("neutron-net")
+            );
             assert_eq!(m.localnets_of_physnet("public").len(), 1);
         }
         // The port stops being a localnet; then the switch drops it.
@@ -728,7 +745,10 @@ mod tests {
             .insert(keys::HOSTING_CHASSIS.into(), "sys-1".into());
         m.upsert_lrp(gw.clone());
         assert_eq!(m.lrps_hosted_on("sys-1").len(), 1);
-        assert_eq!(m.router_of_lrp("gw").map(|r| r.name.as_str()), Some("neutron-r1"));
+        assert_eq!(
+            m.router_of_lrp("gw").map(|r| r.name.as_str()),
+            Some("neutron-r1")
+        );
         assert!(m.router_by_id("r1").is_some());
         gw.status.clear();
         m.upsert_lrp(gw);
