@@ -5,6 +5,7 @@
 
 pub mod connect;
 pub mod identity;
+pub mod nb;
 pub mod neutron;
 pub mod sb;
 pub mod table;
