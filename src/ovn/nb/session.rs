@@ -351,8 +351,8 @@ impl NbSession {
         }
     }
 
-    /// The router ports the Southbound says are hosted here, for
-    /// [`crate::drivers::nb_bgp::compute::compute`]; `None`: read `status:hosting-chassis`.
+    /// The router ports the Southbound says are hosted here (the `hosted_gateways` of the NB
+    /// driver's computation); `None`: read `status:hosting-chassis`.
     pub fn hosted_gateways(&self) -> Option<&BTreeSet<String>> {
         self.hosted.as_ref()
     }
