@@ -3,19 +3,22 @@
 //! (upstream-behaviour.md §1.2).
 //!
 //! - [`compute`]: the Northbound model ([`crate::ovn::nb`]) → [`crate::exposure::ExposureSet`].
+//! - [`live`]: the driver: a Northbound session under
+//!   [`crate::ovn::nb::condition::NbConditionPolicy`], with the Southbound `chassisredirect`
+//!   fallback for the gateways' hosting chassis on OVN < 23.09.
 //! - [`replay`]: the step-wise replay hook (the model, condition policy and computation of the
 //!   live driver, fed by the replay engine).
 //!
-//! The live driver (a Northbound session under [`crate::ovn::nb::condition::NbConditionPolicy`],
-//! with the Southbound `chassisredirect` fallback for the gateways' hosting chassis on OVN <
-//! 23.09) is not built yet: the registration refuses to start.
+//! Only the `underlay` exposing method is built for this driver so far: `vrf` and `ovn` are
+//! listed (upstream supports them) and refused at once with "not implemented yet".
 
 pub mod compute;
+pub mod live;
 pub mod replay;
 
 use crate::config::{AgentConfig, TenantAdvertisement as ConfigAdvertisement};
-use crate::drivers::PendingDriver;
-use crate::plugin::{DriverRegistration, PluginContext};
+use crate::ovn::nb::condition::NbConditionPolicy;
+use crate::plugin::{Driver, DriverRegistration, PluginContext, PluginError};
 use compute::{NbOptions, TenantAdvertisement};
 
 pub const NAME: &str = "nb_ovn_bgp_driver";
@@ -38,13 +41,40 @@ pub fn nb_options(config: &AgentConfig) -> NbOptions {
     }
 }
 
+/// The Northbound condition policy of these options (`lrp_status` is set by the session from
+/// the server's schema).
+pub fn policy(options: &NbOptions) -> NbConditionPolicy {
+    NbConditionPolicy {
+        lrp_status: false,
+        follow_tenant_networks: options.tenant_enabled(),
+        snat_rules: options.require_snat_disabled_for_tenant_networks,
+    }
+}
+
+/// The exposing methods this driver is built for; the others it lists are refused by the
+/// factory before anything connects.
+const BUILT_BACKENDS: [&str; 1] = ["underlay"];
+
+fn factory(ctx: &PluginContext) -> Result<Box<dyn Driver>, PluginError> {
+    let method = &ctx.config.default.exposing_method;
+    if !BUILT_BACKENDS.contains(&method.as_str()) {
+        return Err(PluginError::NotImplemented {
+            what: format!(
+                "{NAME} with exposing_method = {method} (built: {})",
+                BUILT_BACKENDS.join(", ")
+            ),
+        });
+    }
+    Ok(Box::new(live::NbBgpDriver::new(ctx)))
+}
+
 inventory::submit! {
     DriverRegistration {
         name: NAME,
         description: "NB DB driver: like ovn_bgp_driver, read from the Northbound database",
         supported_backends: &["underlay", "vrf", "ovn"],
         own_backend: None,
-        factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: NAME })),
+        factory,
         replay: Some(replay::start),
     }
 }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::compute::{LocalChassis, NbOptions, compute};
-use super::{NAME, nb_options};
+use super::{NAME, nb_options, policy};
 use crate::caps::ovsdb::{Change, DatabaseSchema, MonitorCondition, MonitorSpec};
 use crate::exposure::ExposureSet;
 use crate::ovn::nb::condition::{NbConditionPolicy, monitor_conditions};
@@ -32,16 +32,8 @@ fn failed(message: impl Into<String>) -> PluginError {
 pub fn start(input: &ReplayInput) -> Result<Box<dyn ReplayDriver>, PluginError> {
     let options = nb_options(&input.config);
     Ok(Box::new(NbBgpReplay {
-        local: LocalChassis {
-            hostname: input.identity.hostname.clone(),
-            system_id: input.identity.system_id.clone(),
-            bridge_mappings: input.identity.bridge_mappings.clone(),
-        },
-        policy_base: NbConditionPolicy {
-            lrp_status: false,
-            follow_tenant_networks: options.tenant_enabled(),
-            snat_rules: options.require_snat_disabled_for_tenant_networks,
-        },
+        local: super::live::local_chassis(&input.identity),
+        policy_base: policy(&options),
         lrp_status: Cell::new(false),
         options,
         hosted: None,
