@@ -307,9 +307,21 @@ fn init_logging(cli: &Cli, debug: bool) -> Result<(), String> {
             }
         }
         None if json => builder.json().init(),
-        None => builder.init(),
+        None => builder
+            .with_writer(std::io::stderr)
+            .with_ansi(stderr_wants_colour(
+                std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                std::env::var_os("NO_COLOR").as_deref(),
+            ))
+            .init(),
     }
     Ok(())
+}
+
+/// Colour only on a terminal, and never when `NO_COLOR` is set to anything non-empty
+/// (no-color.org): a journal or a redirected log must not carry escape codes.
+fn stderr_wants_colour(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 fn run(cli: &Cli) -> ExitCode {
@@ -360,5 +372,19 @@ fn run(cli: &Cli) -> ExitCode {
             tracing::error!("{e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(stderr_wants_colour(true, None));
+        assert!(stderr_wants_colour(true, Some(OsStr::new(""))));
+        assert!(!stderr_wants_colour(true, Some(OsStr::new("1"))));
+        assert!(!stderr_wants_colour(false, None));
     }
 }

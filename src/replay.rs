@@ -7,7 +7,9 @@
 //! - `case.json`: `{"driver": "<registered driver name>", "database": "<OVSDB database>",
 //!   "external_ids": {<the local Open_vSwitch row's external_ids: system-id, hostname,
 //!   ovn-bridge-mappings, ...>}, "description": "...", "steps": {"01": "what step 01 does"}}`
-//!   (`description` and `steps` are optional, for people reading the case);
+//!   (`description` and `steps` are optional, for people reading the case; `"driver_inputs":
+//!   {"00": <value>, "02": <value>}` gives the driver, before a step's rows, what the live
+//!   driver learns from another source, e.g. the NB driver's `{"hosted_gateways": [...]}`);
 //! - `bgp-agent.conf` (optional): the agent's configuration, read by the agent's own loader
 //!   (environment variables are not consulted);
 //! - `schema.json` (optional): the complete schema of the database; without it the schema
@@ -86,6 +88,14 @@ pub trait ReplayDriver {
     fn conditions(&self) -> BTreeMap<String, MonitorCondition>;
     /// Its exposures now (what `Driver::desired_exposures` returns).
     fn exposures(&self) -> Result<ExposureSet, PluginError>;
+    /// A step's input from `case.json` `driver_inputs` (what the live driver learns from
+    /// another source than the replayed database). A driver that takes none refuses it.
+    fn driver_input(&mut self, input: &Value) -> Result<(), PluginError> {
+        let _ = input;
+        Err(PluginError::NotImplemented {
+            what: "driver_inputs for this driver".to_owned(),
+        })
+    }
 }
 
 /// The replay hook of a [`crate::plugin::DriverRegistration`].
@@ -163,6 +173,11 @@ pub struct CaseSpec {
     /// What each step does, by number (`"01"`), printed by `replay`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub steps: BTreeMap<String, String>,
+    /// Inputs the live driver gets from elsewhere than this database, by step number (`"00"`
+    /// for the start), given to [`ReplayDriver::driver_input`] before that step's rows (e.g.
+    /// the NB driver's gateways hosted here as the Southbound says, on OVN < 23.09).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub driver_inputs: BTreeMap<String, Value>,
 }
 
 /// One `NN-update.json`.
@@ -344,6 +359,17 @@ impl ReplayCase {
                 number,
                 update: read_json(&path)?,
             });
+        }
+        for key in spec.driver_inputs.keys() {
+            let known = key
+                .parse::<u32>()
+                .is_ok_and(|n| n as usize <= steps.len() && key.len() == 2);
+            if !known {
+                return Err(case_error(
+                    &spec_path,
+                    format!("driver_inputs: {key:?} does not name a step of this case (00..)"),
+                ));
+            }
         }
         for key in spec.steps.keys() {
             let known = key
@@ -752,6 +778,9 @@ pub fn run(case: &ReplayCase) -> Result<Vec<ReplayedStep>, ReplayError> {
     for number in 0..=case.steps.len() {
         let number = u32::try_from(number).unwrap_or(u32::MAX);
         let file = input_file(number);
+        if let Some(input) = case.spec.driver_inputs.get(&format!("{number:02}")) {
+            driver.driver_input(input).map_err(driver_error)?;
+        }
         match number {
             0 => server.load(&case.initial)?,
             n => server.apply(n, &case.steps[n as usize - 1].update)?,

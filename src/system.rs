@@ -37,6 +37,11 @@ pub enum LinkKind {
     Veth {
         peer: InterfaceName,
     },
+    /// A device someone else creates and deletes (an OVS bridge's own port, an OVS internal
+    /// port): never created, deleted or recreated by the agent, of whatever kind it is; when it
+    /// exists, `up`, `master` and `mac` are applied to it (upstream's `ensure_bridge` sets a
+    /// provider bridge up, and never creates one in its place, U33).
+    Existing,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

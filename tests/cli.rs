@@ -171,3 +171,30 @@ fn replay_names_the_first_differing_step_and_update_rewrites_it() {
     assert!(out.status.success(), "{out:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Logs to a pipe (a journal, a redirect) carry no ANSI colour codes; NO_COLOR is honoured.
+#[test]
+fn logs_on_a_pipe_carry_no_colour_codes() {
+    let dir = temp_dir("nocolour");
+    let conf = dir.join("bgp-agent.conf");
+    std::fs::write(
+        &conf,
+        "[DEFAULT]\ndriver = ovn_bgp_driver\nexposing_method = vrf\n",
+    )
+    .unwrap();
+    for no_color in [None, Some("1")] {
+        let mut cmd = agent();
+        cmd.args(["--config-file", conf.to_str().unwrap()]);
+        if let Some(v) = no_color {
+            cmd.env("NO_COLOR", v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("ERROR") && stderr.contains("does not support exposing_method = vrf"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains('\u{1b}'), "escape codes in {stderr:?}");
+    }
+}

@@ -394,3 +394,37 @@ async fn links_are_owned_by_exact_name_or_alias_never_by_prefix() {
     assert!(!all.contains(" br-ex.100@"), "{all}");
     assert!(all.contains(" br-ex.foo@br-ex"), "{all}");
 }
+
+/// A provider bridge that exists but is down is set up (upstream's `ensure_bridge`), whatever
+/// its kind; one that does not exist is never created in its place (U33), and nothing is
+/// reported for it at every reconcile.
+#[tokio::test]
+async fn an_existing_device_is_set_up_and_never_created() {
+    let ns = TestNetns::new();
+    // The OVS bridge's own device stands in as an ifb (any kind the agent does not own).
+    ns.ip(&["link", "add", "br-prov", "type", "ifb"]);
+    assert!(!ns.ip(&["link", "show", "br-prov"]).contains(",UP"));
+    let rec = ns.reconciler();
+    let mut desired = DesiredSystem::default();
+    for name in ["br-prov", "br-missing"] {
+        desired.links.insert(link(name, LinkKind::Existing));
+    }
+    let report = rec.reconcile(&desired).await.unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.changed.get("links"), Some(&1), "{report:?}");
+    assert!(ns.ip(&["link", "show", "br-prov"]).contains(",UP"));
+    assert!(
+        !ns.ip_raw(&["link", "show", "br-missing"]).status.success(),
+        "a missing device was created"
+    );
+    assert!(
+        ns.ip(&["-d", "link", "show", "br-prov"]).contains("ifb"),
+        "the device keeps its kind"
+    );
+    let again = rec.reconcile(&desired).await.unwrap();
+    assert!(again.is_noop(), "{again:?}");
+    // Not desired any more: left as it is (it is not the agent's), never deleted.
+    let gone = rec.reconcile(&DesiredSystem::default()).await.unwrap();
+    assert!(gone.errors.is_empty(), "{gone:?}");
+    assert!(ns.ip(&["link", "show", "br-prov"]).contains(",UP"));
+}

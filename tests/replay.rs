@@ -194,3 +194,45 @@ fn a_case_that_cannot_run_is_an_error_naming_the_file() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(matches!(e, ReplayError::NoReplay { .. }), "{e}");
 }
+
+/// `driver_inputs` must name steps of the case and be understood by the driver: the SB driver
+/// takes none, the NB driver only `hosted_gateways`.
+#[test]
+fn driver_inputs_are_checked() {
+    let with_case = |tag: &str, case_json: &str| {
+        let dir = scratch_case(tag, &[("00-db.json", DB)]);
+        std::fs::write(dir.join("case.json"), case_json).unwrap();
+        let result = ReplayCase::load(&dir).and_then(|case| replay::run(&case).map(|_| ()));
+        std::fs::remove_dir_all(&dir).unwrap();
+        result.expect_err(tag).to_string()
+    };
+    let e = with_case(
+        "inputs-sb",
+        r#"{"driver": "ovn_bgp_driver", "database": "OVN_Southbound",
+            "external_ids": {"system-id": "ch-1"}, "driver_inputs": {"00": {"x": 1}}}"#,
+    );
+    assert!(e.contains("driver_inputs"), "{e}");
+    let e = with_case(
+        "inputs-gap",
+        r#"{"driver": "ovn_bgp_driver", "database": "OVN_Southbound",
+            "external_ids": {"system-id": "ch-1"}, "driver_inputs": {"03": {}}}"#,
+    );
+    assert!(e.contains("\"03\" does not name a step"), "{e}");
+
+    let dir = scratch_case("inputs-nb", &[("00-db.json", "{}")]);
+    std::fs::write(
+        dir.join("case.json"),
+        r#"{"driver": "nb_ovn_bgp_driver", "database": "OVN_Northbound",
+            "external_ids": {"system-id": "ch-1", "hostname": "node1"},
+            "driver_inputs": {"00": {"hosted_gateway": ["lrp-1"]}}}"#,
+    )
+    .unwrap();
+    let e = replay::run(&ReplayCase::load(&dir).unwrap())
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        e.contains("unknown input \"hosted_gateway\"") && e.contains("hosted_gateways"),
+        "{e}"
+    );
+}

@@ -260,7 +260,8 @@ fn ipv6_gua_only_tenant_exposure() {
 /// allowed scope, and a VM only when its own port does.
 #[test]
 fn address_scopes_filter_subnets_and_vms() {
-    let set = run_case("address_scopes");
+    let mut steps = replay_steps("address_scopes");
+    let set = steps.remove(0).exposures;
     let subnets: BTreeSet<String> = set
         .global()
         .subnets
@@ -275,6 +276,24 @@ fn address_scopes_filter_subnets_and_vms() {
     assert_eq!(
         ips_of(&set, ExposureKind::TenantPort),
         ips(&["10.0.0.10", "fd00:1::10"])
+    );
+    // Step 01: the peer row of lrp-S4 (where its subnet's scope is) is gone: the subnet and its
+    // VM are refused with a reason, not exposed unchecked.
+    let set = steps.remove(0).exposures;
+    let subnets: BTreeSet<String> = set
+        .global()
+        .subnets
+        .iter()
+        .map(|s| s.router_ip.to_string())
+        .collect();
+    assert_eq!(subnets, BTreeSet::from(["fd00:1::1/64".to_owned()]));
+    assert_eq!(ips_of(&set, ExposureKind::TenantPort), ips(&["fd00:1::10"]));
+    assert!(
+        set.skipped
+            .iter()
+            .any(|s| s.row.contains("lrp-S4") && s.reason.contains("peer port \"S4\"")),
+        "{:?}",
+        set.skipped
     );
 }
 

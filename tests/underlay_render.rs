@@ -252,3 +252,101 @@ fn a_bridge_without_table_is_reported_and_the_rest_still_renders() {
     );
     assert!(system.rules.is_empty());
 }
+
+/// What the underlay cannot realise is reported, never dropped silently: an EVPN scope, a
+/// nexthop on an address, routes when the driver did not ask for kernel redistribution. With
+/// the need stated, routes go to the VRF table through bgp-nic and that table becomes the
+/// agent's (so a withdrawn route is deleted).
+#[test]
+fn scopes_nexthops_and_routes_are_realised_or_reported() {
+    use ovn_bgp_agent::caps::frr::values::Vni;
+    use ovn_bgp_agent::exposure::{
+        ExposedIp, ExposedRoute, ExposureKind, RealisationNeed, RouteKind, ScopeId,
+    };
+    let mut exposures = ExposureSet::default();
+    let vni = Vni::new(100).unwrap();
+    exposures
+        .scope_mut(ScopeId::Evpn(vni))
+        .expose_ip(ExposedIp::announced(
+            "10.0.0.5".parse().unwrap(),
+            ExposureKind::TenantPort,
+            "vm-evpn",
+        ));
+    let mut routed = ExposedIp::announced(
+        "10.0.0.6".parse().unwrap(),
+        ExposureKind::TenantPort,
+        "vm-routed",
+    );
+    routed.via = Some("172.24.4.10".parse().unwrap());
+    exposures.expose_ip(routed);
+    exposures.expose_ip(ExposedIp::announced(
+        "172.24.4.20".parse().unwrap(),
+        ExposureKind::ProviderPort,
+        "vm-plain",
+    ));
+    exposures.global_mut().expose_route(ExposedRoute {
+        prefix: "10.1.0.0/24".parse().unwrap(),
+        kind: RouteKind::TenantSubnet,
+        via: Some("172.24.4.10".parse().unwrap()),
+        provider: None,
+        source: "lrp-1".into(),
+    });
+    exposures.global_mut().expose_route(ExposedRoute {
+        prefix: "172.24.4.0/24".parse().unwrap(),
+        kind: RouteKind::GatewayNetwork,
+        via: None,
+        provider: None,
+        source: "cr-lrp-1".into(),
+    });
+
+    let r = render(&settings(), &facts(), &exposures);
+    let rows: Vec<&str> = r.skipped.iter().map(|s| s.row.as_str()).collect();
+    assert_eq!(
+        rows,
+        vec!["scope evpn:100", "vm-routed", "lrp-1", "cr-lrp-1"],
+        "{:?}",
+        r.skipped
+    );
+    assert!(r.skipped[0].reason.contains("no EVPN VRFs"));
+    assert!(r.skipped[1].reason.contains("nexthop"));
+    assert!(r.skipped[2].reason.contains("kernel redistribution"));
+    let on_nic: Vec<String> = r
+        .system
+        .addresses
+        .iter()
+        .filter(|a| a.dev.as_str() == "bgp-nic")
+        .map(|a| a.addr.to_string())
+        .collect();
+    assert_eq!(on_nic, vec!["172.24.4.20/32"]);
+    assert!(!r.system.ownership.tables.contains(&10));
+
+    exposures.needs.insert(RealisationNeed::RedistributeKernel);
+    let r = render(&settings(), &facts(), &exposures);
+    assert_eq!(r.skipped.len(), 2, "{:?}", r.skipped);
+    assert!(r.system.ownership.tables.contains(&10));
+    let in_vrf: Vec<(String, Option<String>, bool)> = r
+        .system
+        .routes
+        .iter()
+        .filter(|x| x.table == 10)
+        .map(|x| {
+            assert_eq!(x.dev.as_ref().map(|d| d.as_str()), Some("bgp-nic"));
+            (
+                x.dst.to_string(),
+                x.via.map(|v| v.to_string()),
+                x.scope_link,
+            )
+        })
+        .collect();
+    assert_eq!(
+        in_vrf,
+        vec![
+            (
+                "10.1.0.0/24".to_owned(),
+                Some("172.24.4.10".to_owned()),
+                false
+            ),
+            ("172.24.4.0/24".to_owned(), None, true),
+        ]
+    );
+}

@@ -317,6 +317,15 @@ impl Renderer<'_> {
 
     fn bridge(&mut self, wiring: &BridgeWiring) {
         let bridge = &wiring.bridge;
+        // The provider bridge is OVS's: set up when it is down (as upstream's `ensure_bridge`),
+        // never created, even when it is missing (U33).
+        self.out.system.links.insert(LinkSpec {
+            name: bridge.clone(),
+            kind: LinkKind::Existing,
+            master: None,
+            mac: None,
+            up: true,
+        });
         let Some(table) = self.table_of(bridge, &format!("bridge {bridge}")) else {
             return;
         };

@@ -1,15 +1,80 @@
-//! `nb_ovn_bgp_driver`: NB DB driver: like ovn_bgp_driver, read from the Northbound database.
+//! `nb_ovn_bgp_driver`: NB DB driver: provider VM, virtual port, floating IP, router gateway,
+//! tenant subnet and load-balancer IPs of this chassis, read from the Northbound database
+//! (upstream-behaviour.md §1.2).
+//!
+//! - [`compute`]: the Northbound model ([`crate::ovn::nb`]) → [`crate::exposure::ExposureSet`].
+//! - [`live`]: the driver: a Northbound session under
+//!   [`crate::ovn::nb::condition::NbConditionPolicy`], with the Southbound `chassisredirect`
+//!   fallback for the gateways' hosting chassis on OVN < 23.09.
+//! - [`replay`]: the step-wise replay hook (the model, condition policy and computation of the
+//!   live driver, fed by the replay engine).
+//!
+//! Only the `underlay` exposing method is built for this driver so far: `vrf` and `ovn` are
+//! listed (upstream supports them) and refused at once with "not implemented yet".
 
-use crate::drivers::PendingDriver;
-use crate::plugin::{DriverRegistration, PluginContext};
+pub mod compute;
+pub mod live;
+pub mod replay;
+
+use crate::config::{AgentConfig, TenantAdvertisement as ConfigAdvertisement};
+use crate::ovn::nb::condition::NbConditionPolicy;
+use crate::plugin::{Driver, DriverRegistration, PluginContext, PluginError};
+use compute::{NbOptions, TenantAdvertisement};
+
+pub const NAME: &str = "nb_ovn_bgp_driver";
+
+/// The options of `[DEFAULT]` the NB driver computes with.
+pub fn nb_options(config: &AgentConfig) -> NbOptions {
+    let d = &config.default;
+    NbOptions {
+        expose_tenant_networks: d.expose_tenant_networks,
+        expose_ipv6_gua_tenant_networks: d.expose_ipv6_gua_tenant_networks,
+        advertisement: match d.advertisement_method_tenant_networks {
+            ConfigAdvertisement::Host => TenantAdvertisement::Host,
+            ConfigAdvertisement::Subnet => TenantAdvertisement::Subnet,
+        },
+        require_snat_disabled_for_tenant_networks: d.require_snat_disabled_for_tenant_networks,
+        address_scopes: d
+            .address_scopes
+            .as_ref()
+            .map(|s| s.iter().cloned().collect()),
+    }
+}
+
+/// The Northbound condition policy of these options (`lrp_status` is set by the session from
+/// the server's schema).
+pub fn policy(options: &NbOptions) -> NbConditionPolicy {
+    NbConditionPolicy {
+        lrp_status: false,
+        follow_tenant_networks: options.tenant_enabled(),
+        snat_rules: options.require_snat_disabled_for_tenant_networks,
+    }
+}
+
+/// The exposing methods this driver is built for; the others it lists are refused by the
+/// factory before anything connects.
+const BUILT_BACKENDS: [&str; 1] = ["underlay"];
+
+fn factory(ctx: &PluginContext) -> Result<Box<dyn Driver>, PluginError> {
+    let method = &ctx.config.default.exposing_method;
+    if !BUILT_BACKENDS.contains(&method.as_str()) {
+        return Err(PluginError::NotImplemented {
+            what: format!(
+                "{NAME} with exposing_method = {method} (built: {})",
+                BUILT_BACKENDS.join(", ")
+            ),
+        });
+    }
+    Ok(Box::new(live::NbBgpDriver::new(ctx)))
+}
 
 inventory::submit! {
     DriverRegistration {
-        name: "nb_ovn_bgp_driver",
+        name: NAME,
         description: "NB DB driver: like ovn_bgp_driver, read from the Northbound database",
         supported_backends: &["underlay", "vrf", "ovn"],
         own_backend: None,
-        factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "nb_ovn_bgp_driver" })),
-        replay: None,
+        factory,
+        replay: Some(replay::start),
     }
 }

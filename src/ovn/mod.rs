@@ -1,10 +1,12 @@
 //! The OVN layer shared by the drivers: who this chassis is ([`identity`]), how to reach the OVN
 //! databases ([`connect`]), the Neutron and networking-bgpvpn conventions in OVN rows
-//! ([`neutron`]), typed rows declared once per table ([`table`]), and the Southbound model,
-//! feed and monitor-condition policies of the SB drivers ([`sb`]).
+//! ([`neutron`]), typed rows declared once per table ([`table`]), the Southbound model, feed,
+//! condition policies and session of the SB drivers ([`sb`]), and the Northbound ones of the NB
+//! drivers ([`nb`]).
 
 pub mod connect;
 pub mod identity;
+pub mod nb;
 pub mod neutron;
 pub mod sb;
 pub mod table;

@@ -166,6 +166,7 @@ pub(crate) fn kind_name(kind: &LinkKind) -> &'static str {
         LinkKind::Vlan { .. } => "vlan",
         LinkKind::Vxlan { .. } => "vxlan",
         LinkKind::Veth { .. } => "veth",
+        LinkKind::Existing => "existing",
     }
 }
 
@@ -191,8 +192,9 @@ pub(crate) fn matches(
 ) -> Result<(), String> {
     let want = kind_name(&spec.kind);
     // Upstream's bridge fallback creates a Linux bridge only when no device of that name exists
-    // (normally the OVS bridge's own port is there, of kind openvswitch or tun).
-    if matches!(spec.kind, LinkKind::Bridge) {
+    // (normally the OVS bridge's own port is there, of kind openvswitch or tun). An existing
+    // device is whatever kind it is.
+    if matches!(spec.kind, LinkKind::Bridge | LinkKind::Existing) {
         return Ok(());
     }
     let have = observed.kind.as_deref().unwrap_or("(none)");
@@ -229,6 +231,8 @@ fn info_for(kind: &LinkKind) -> Vec<LinkInfo> {
         LinkKind::Vlan { .. } => InfoKind::Vlan,
         LinkKind::Vxlan { .. } => InfoKind::Vxlan,
         LinkKind::Veth { .. } => InfoKind::Veth,
+        // Never created (create_round skips it); the kind is only named in errors.
+        LinkKind::Existing => InfoKind::Other("existing".to_owned()),
     })];
     match kind {
         LinkKind::Vrf { table } => {

@@ -651,6 +651,9 @@ async fn create_round(
             _ => None,
         };
         let made = match table.by_name.get(spec.name.as_str()) {
+            // Someone else's device that is not there (yet): nothing to create, and the
+            // backend reports what depends on it.
+            None if spec.kind == LinkKind::Existing => false,
             None => create_link(conn, spec, parent, report).await?,
             Some(observed) => match links::matches(spec, observed, parent) {
                 Ok(()) => {

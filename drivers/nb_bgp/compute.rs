@@ -1,0 +1,902 @@
+//! From the Northbound model to the exposures of this chassis (upstream-behaviour.md §1.2, §3.3,
+//! §4.2): level-triggered and pure, the same model, chassis and options always give the same
+//! [`ExposureSet`]. Only local objects are visited, through the model's indexes: ports listing
+//! this host, gateways hosted here, and the routers, switches, NATs and load balancers behind
+//! them. A row that cannot be used is recorded in `skipped` and the rest is computed.
+//!
+//! Upstream defects (§7.1) this computation does not have:
+//! - U09: each gateway's subnets and load balancers are computed once (upstream's sync did them
+//!   twice).
+//! - U12: a tenant subnet of a family the gateway has no address of is not exposed (upstream
+//!   raised `UnboundLocalError`).
+//! - U23: neighbours are part of the desired state of each exposure (`lladdr`), so a withdrawn
+//!   VM's or FIP's permanent neighbour goes with it, on VLAN devices too.
+//! - U24: the NDP proxy of a gateway or VM is desired exactly while that exposure is, not kept
+//!   while any port of the chassis is active.
+//! - U26: a load balancer without `lr_ref` is skipped, not a `KeyError` that aborts the sync.
+//! - U27: port-forwarding VIPs in IPv6 form (`[2001:db8::1]:22`) are read.
+//! - U28: a floating IP's chassis is the port's bound chassis from the whole
+//!   `requested-chassis` list (live migration), not an exact comparison.
+//! - U30/U31: one unusable row (bad MAC, bad CIDR, unreadable `neutron:fip-distributed`,
+//!   hostile names) is skipped with its reason; every other exposure stays.
+//! - U32: nothing is cached between computations, so no event is lost to a concurrent sync.
+//! - U25: `subnet`-mode routes are ordinary desired routes, withdrawn with their subnet.
+//! - The FIP mode follows `NB_Global` at every computation: switching it moves the FIPs without a
+//!   restart and without touching the exposures that stay.
+//! - NB_Global without `neutron:fip-distributed` is distributed, as upstream; a value that is
+//!   neither True nor False is reported and read as distributed, not a crash.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::exposure::{
+    BridgeWiring, ExposedIp, ExposedRoute, ExposedSubnet, ExposureKind, ExposureSet,
+    ProviderNetwork, RealisationNeed, RouteKind,
+};
+use crate::ovn::nb::model::{
+    DNAT_AND_SNAT, LoadBalancer, Lrp, Lsp, Nat, NbModel, PF_LB_PREFIX, SNAT, VIRTUAL,
+};
+use crate::ovn::neutron::{
+    self, keys, parse_ip_or_cidr, parse_neutron_cidrs, parse_port_addresses,
+};
+use crate::ovn::table::OvnTable;
+use crate::types::{InterfaceName, MacAddr};
+
+/// Longest name of a row the driver uses (names end up in logs, OVS port names and snapshots).
+pub const MAX_NAME_LEN: usize = 255;
+
+/// Who this chassis is and what it wires.
+#[derive(Debug, Clone, Default)]
+pub struct LocalChassis {
+    /// `external_ids:hostname`: compared with `requested-chassis` and `neutron:host_id`.
+    pub hostname: String,
+    /// `external_ids:system-id`: compared with `status:hosting-chassis`.
+    pub system_id: String,
+    /// `ovn-bridge-mappings` in order: (physnet, bridge), unvalidated.
+    pub bridge_mappings: Vec<(String, String)>,
+}
+
+/// `advertisement_method_tenant_networks`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TenantAdvertisement {
+    /// Each tenant VM IP is announced (from the gateway chassis).
+    #[default]
+    Host,
+    /// The tenant subnet is announced as a route, no per-VM IPs.
+    Subnet,
+}
+
+/// The options of `[DEFAULT]` the NB driver computes with.
+#[derive(Debug, Clone, Default)]
+pub struct NbOptions {
+    pub expose_tenant_networks: bool,
+    pub expose_ipv6_gua_tenant_networks: bool,
+    pub advertisement: TenantAdvertisement,
+    pub require_snat_disabled_for_tenant_networks: bool,
+    /// `address_scopes`: when set, only subnets and ports of a listed scope are exposed.
+    pub address_scopes: Option<BTreeSet<String>>,
+}
+
+impl NbOptions {
+    pub fn tenant_enabled(&self) -> bool {
+        self.expose_tenant_networks || self.expose_ipv6_gua_tenant_networks
+    }
+
+    /// `expose_tenant_networks` overrides the GUA-only option.
+    fn allows_ip(&self, ip: IpAddr) -> bool {
+        if self.expose_tenant_networks {
+            return true;
+        }
+        match ip {
+            IpAddr::V4(_) => false,
+            IpAddr::V6(v6) => (v6.segments()[0] & 0xe000) == 0x2000,
+        }
+    }
+
+    /// With address scopes configured, the scope of `ip`'s family on `port` must be listed
+    /// (a port without one is refused, as upstream).
+    fn allows_scope(&self, port: &Lsp, ip: IpAddr) -> bool {
+        let Some(allowed) = &self.address_scopes else {
+            return true;
+        };
+        neutron::address_scope(ip.is_ipv4(), |k| {
+            port.external_ids.get(k).map(String::as_str)
+        })
+        .is_some_and(|s| allowed.contains(s))
+    }
+}
+
+/// A gateway hosted here, as the rest of the computation needs it.
+#[derive(Debug, Clone)]
+struct LocalGateway<'a> {
+    lrp: &'a Lrp,
+    router_uuid: Option<String>,
+    mac: MacAddr,
+    ips: Vec<IpNet>,
+    provider: ProviderNetwork,
+}
+
+struct Ctx<'a> {
+    model: &'a NbModel,
+    local: &'a LocalChassis,
+    options: &'a NbOptions,
+    /// physnet → bridge, validated.
+    mappings: Vec<(String, InterfaceName)>,
+    out: ExposureSet,
+}
+
+/// The exposures this chassis must have. `hosted_gateways`: `None` reads the gateways' hosting
+/// chassis from `Logical_Router_Port.status` (OVN >= 23.09); `Some` names the router ports
+/// hosted here, as the Southbound `chassisredirect` bindings say (older OVN).
+pub fn compute(
+    model: &NbModel,
+    local: &LocalChassis,
+    options: &NbOptions,
+    hosted_gateways: Option<&BTreeSet<String>>,
+) -> ExposureSet {
+    let mut ctx = Ctx {
+        model,
+        local,
+        options,
+        mappings: Vec::new(),
+        out: ExposureSet::default(),
+    };
+    ctx.wire_bridges();
+    let distributed = ctx.fip_distributed();
+    // Router id → its gateways hosted here (the first by name carries the subnets).
+    let mut routers: BTreeMap<String, Vec<LocalGateway<'_>>> = BTreeMap::new();
+    for lrp in model.local_gateways(&local.system_id, hosted_gateways) {
+        if let Some((router, gw)) = ctx.expose_gateway(lrp) {
+            routers.entry(router).or_default().push(gw);
+        }
+    }
+    ctx.expose_bound_ports(distributed);
+    if !distributed {
+        for gateways in routers.values() {
+            for gw in gateways {
+                ctx.expose_centralized_fips(gw);
+            }
+        }
+    }
+    for (router, gateways) in &routers {
+        let Some(gw) = gateways.first() else {
+            continue;
+        };
+        if options.tenant_enabled() {
+            ctx.expose_tenant_subnets(router, gw);
+        }
+        ctx.expose_lbs(router, gw);
+    }
+    if options.advertisement == TenantAdvertisement::Subnet {
+        // Upstream's base configuration redistributes kernel routes with the subnet method (A2).
+        ctx.out.needs.insert(RealisationNeed::RedistributeKernel);
+    }
+    ctx.out
+}
+
+/// A name that cannot be used: empty, oversized, or carrying control characters (a newline
+/// in a name would forge log lines and break the OVS port names built from it).
+fn bad_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("empty name".to_owned())
+    } else if name.len() > MAX_NAME_LEN {
+        Some(format!(
+            "name of {} bytes (at most {MAX_NAME_LEN})",
+            name.len()
+        ))
+    } else if name.chars().any(char::is_control) {
+        Some(format!("name {:?} carries control characters", name))
+    } else {
+        None
+    }
+}
+
+/// A row reference for `skipped`: uuid and name, the name escaped and cut so that a hostile one
+/// cannot forge the report.
+fn row_ref(uuid: &str, name: &str) -> String {
+    let mut shown: String = name.escape_debug().take(80).collect();
+    if shown.len() < name.escape_debug().count() {
+        shown.push('…');
+    }
+    format!("{uuid} ({shown})")
+}
+
+/// A localnet `tag` that can be a VLAN id (1..=4094); anything else means untagged.
+fn valid_vlan(tag: Option<i64>) -> Option<u16> {
+    tag.and_then(|t| u16::try_from(t).ok())
+        .filter(|t| (1..=4094).contains(t))
+}
+
+/// A VM's port (`""`) or a virtual port: the types whose addresses are exposed.
+fn is_vm_type(port_type: &str) -> bool {
+    port_type.is_empty() || port_type == VIRTUAL
+}
+
+/// The IPv6 prefixes of `neutron:cidrs`, for the NDP proxy.
+fn ipv6_prefixes(cidrs: &[IpNet]) -> BTreeSet<IpNet> {
+    cidrs
+        .iter()
+        .filter(|c| c.addr().is_ipv6())
+        .map(IpNet::trunc)
+        .collect()
+}
+
+/// The VIP address of a `vips` key: `ip:port`, `[ipv6]:port` or a bare address.
+fn vip_address(key: &str) -> Option<IpAddr> {
+    let key = key.trim();
+    if let Some(rest) = key.strip_prefix('[') {
+        return rest.split_once(']')?.0.parse().ok();
+    }
+    if let Ok(ip) = key.parse() {
+        return Some(ip);
+    }
+    key.rsplit_once(':')?
+        .0
+        .parse::<std::net::Ipv4Addr>()
+        .ok()
+        .map(IpAddr::V4)
+}
+
+impl<'a> Ctx<'a> {
+    fn skip_row(&mut self, table: &str, uuid: &str, name: &str, reason: impl Into<String>) {
+        self.out.skip(table, row_ref(uuid, name), reason);
+    }
+
+    fn skip_lsp(&mut self, lsp: &Lsp, reason: impl Into<String>) {
+        self.skip_row(Lsp::TABLE, &lsp.uuid, &lsp.name, reason);
+    }
+
+    /// Whether `lsp` has a usable name; reports it otherwise.
+    fn lsp_name_ok(&mut self, lsp: &Lsp) -> bool {
+        match bad_name(&lsp.name) {
+            Some(reason) => {
+                self.skip_lsp(lsp, reason);
+                false
+            }
+            None => true,
+        }
+    }
+
+    fn wire_bridges(&mut self) {
+        for (position, (physnet, bridge)) in self.local.bridge_mappings.iter().enumerate() {
+            let bridge = match InterfaceName::new(bridge.as_str()) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.out.skip(
+                        "Open_vSwitch",
+                        "external_ids:ovn-bridge-mappings",
+                        format!("mapping {physnet}:{bridge}: {e}"),
+                    );
+                    continue;
+                }
+            };
+            self.mappings.push((physnet.clone(), bridge.clone()));
+            let index = u16::try_from(position + 1).unwrap_or(u16::MAX);
+            let mut vlans = BTreeSet::new();
+            let mut ports = BTreeSet::new();
+            let mut hostile = Vec::new();
+            for localnet in self.model.localnets_of_physnet(physnet) {
+                if bad_name(&localnet.name).is_some() {
+                    hostile.push(localnet);
+                    continue;
+                }
+                if let Some(vlan) = valid_vlan(localnet.vlan_tag()) {
+                    vlans.insert(vlan);
+                }
+                ports.insert(localnet.name.clone());
+            }
+            for localnet in hostile {
+                let reason = bad_name(&localnet.name).unwrap_or_default();
+                self.skip_lsp(localnet, reason);
+            }
+            let wiring = self
+                .out
+                .bridges
+                .entry(bridge.clone())
+                .or_insert_with(|| BridgeWiring {
+                    bridge,
+                    physnets: BTreeSet::new(),
+                    vlans: BTreeSet::new(),
+                    localnet_ports: BTreeSet::new(),
+                    index,
+                });
+            wiring.physnets.insert(physnet.clone());
+            wiring.vlans.extend(vlans);
+            wiring.localnet_ports.extend(ports);
+        }
+    }
+
+    /// `NB_Global.external_ids:neutron:fip-distributed`; unreadable values are reported and
+    /// read as the default (distributed).
+    fn fip_distributed(&mut self) -> bool {
+        match neutron::fip_distributed(self.model.fip_distributed_raw()) {
+            Ok(d) => d,
+            Err(e) => {
+                self.out.skip(
+                    "NB_Global",
+                    "external_ids",
+                    format!("{e}; floating IPs are treated as distributed (the default)"),
+                );
+                true
+            }
+        }
+    }
+
+    /// The provider network of switch `ls_uuid`: a localnet port of a physnet mapped here.
+    fn provider_of_switch(&self, ls_uuid: &str) -> Option<ProviderNetwork> {
+        self.model
+            .localnets_on_switch(ls_uuid)
+            .into_iter()
+            .find_map(|localnet| {
+                let physnet = localnet.physnet()?;
+                let (_, bridge) = self.mappings.iter().find(|(p, _)| p == physnet)?;
+                Some(ProviderNetwork {
+                    physnet: physnet.to_owned(),
+                    bridge: bridge.clone(),
+                    vlan: valid_vlan(localnet.vlan_tag()),
+                    evpn: None,
+                })
+            })
+    }
+
+    fn provider_of_switch_named(&self, name: &str) -> Option<ProviderNetwork> {
+        let ls = self.model.switch_named(name)?;
+        self.provider_of_switch(&ls.uuid)
+    }
+
+    /// The MAC and IPs of a port (`addresses[0]`), or its `neutron:cidrs` when the MAC is
+    /// `unknown`; `None` (reported when malformed) when it has none.
+    fn port_addresses(&mut self, lsp: &Lsp) -> Option<(Option<MacAddr>, Vec<IpNet>)> {
+        match parse_port_addresses(&lsp.addresses) {
+            Ok(Some(a)) => Some((Some(a.mac), a.ips)),
+            Ok(None) => {
+                let unknown = lsp.addresses.iter().any(|a| a.trim() == "unknown");
+                let cidrs = lsp.external_ids.get(keys::CIDRS)?;
+                if !unknown {
+                    return None;
+                }
+                match parse_neutron_cidrs(cidrs) {
+                    Ok(ips) if !ips.is_empty() => Some((None, ips)),
+                    Ok(_) => None,
+                    Err(e) => {
+                        self.skip_lsp(lsp, e);
+                        None
+                    }
+                }
+            }
+            Err(e) => {
+                self.skip_lsp(lsp, e.replace("mac column", "addresses"));
+                None
+            }
+        }
+    }
+
+    /// `neutron:cidrs` of a port; reported and empty when malformed.
+    fn port_cidrs(&mut self, lsp: &Lsp) -> Vec<IpNet> {
+        let Some(raw) = lsp.external_ids.get(keys::CIDRS) else {
+            return Vec::new();
+        };
+        match parse_neutron_cidrs(raw) {
+            Ok(c) => c,
+            Err(e) => {
+                self.skip_lsp(lsp, e);
+                Vec::new()
+            }
+        }
+    }
+
+    // ---- Gateways
+
+    /// Expose a gateway router port hosted here; its router id and what the rest needs of it.
+    fn expose_gateway(&mut self, lrp: &'a Lrp) -> Option<(String, LocalGateway<'a>)> {
+        let table = Lrp::TABLE;
+        if let Some(reason) = bad_name(&lrp.name) {
+            self.skip_row(table, &lrp.uuid, &lrp.name, reason);
+            return None;
+        }
+        let Some(router) = self.model.router_id_of_lrp(lrp) else {
+            self.skip_row(
+                table,
+                &lrp.uuid,
+                &lrp.name,
+                "no router: no Logical_Router lists it and it has no neutron:router_name",
+            );
+            return None;
+        };
+        let mac: MacAddr = match lrp.mac.trim().parse() {
+            Ok(m) => m,
+            Err(_) => {
+                self.skip_row(
+                    table,
+                    &lrp.uuid,
+                    &lrp.name,
+                    format!("bad MAC {:?}", lrp.mac),
+                );
+                return None;
+            }
+        };
+        let mut ips = Vec::new();
+        for network in &lrp.networks {
+            match parse_ip_or_cidr(network.trim()) {
+                Ok(n) => ips.push(n),
+                Err(e) => self.skip_row(table, &lrp.uuid, &lrp.name, format!("networks: {e}")),
+            }
+        }
+        let network = lrp
+            .external_ids
+            .get(keys::NETWORK_NAME)
+            .map(|n| n.trim().to_owned())
+            .unwrap_or_default();
+        let Some(provider) = self.provider_of_switch_named(&network) else {
+            self.skip_row(
+                table,
+                &lrp.uuid,
+                &lrp.name,
+                format!(
+                    "gateway network {network:?} is not a provider network mapped on this chassis"
+                ),
+            );
+            return None;
+        };
+        for ip in &ips {
+            let ndp_proxy = if ip.addr().is_ipv6() {
+                BTreeSet::from([ip.trunc()])
+            } else {
+                BTreeSet::new()
+            };
+            self.out.expose_ip(ExposedIp {
+                ip: ip.addr(),
+                kind: ExposureKind::GatewayPort,
+                source: lrp.name.clone(),
+                provider: Some(provider.clone()),
+                lladdr: Some(mac),
+                ndp_proxy,
+                via: None,
+            });
+        }
+        let router_uuid = self.model.router_of_lrp(&lrp.uuid).map(|r| r.uuid.clone());
+        Some((
+            router.to_owned(),
+            LocalGateway {
+                lrp,
+                router_uuid,
+                mac,
+                ips,
+                provider,
+            },
+        ))
+    }
+
+    // ---- Ports bound here: provider VMs, virtual ports, distributed FIPs
+
+    fn expose_bound_ports(&mut self, distributed: bool) {
+        let hostname = self.local.hostname.as_str();
+        for lsp in self.model.ports_listing_host(hostname) {
+            if !is_vm_type(&lsp.port_type) {
+                continue;
+            }
+            if lsp.bound_chassis(hostname) != Some(hostname) || lsp.up != Some(true) {
+                continue;
+            }
+            if !self.lsp_name_ok(lsp) {
+                continue;
+            }
+            let provider = self
+                .model
+                .switch_of_port(&lsp.uuid)
+                .and_then(|ls| self.provider_of_switch(&ls.uuid));
+            if let Some(provider) = provider {
+                self.expose_provider_port(lsp, provider);
+            }
+            if distributed && lsp.external_ids.contains_key(keys::PORT_FIP) {
+                self.expose_distributed_fip(lsp);
+            }
+        }
+    }
+
+    fn expose_provider_port(&mut self, lsp: &Lsp, provider: ProviderNetwork) {
+        let Some((mac, ips)) = self.port_addresses(lsp) else {
+            return;
+        };
+        let ndp_proxy = ipv6_prefixes(&self.port_cidrs(lsp));
+        let kind = if lsp.port_type == VIRTUAL {
+            ExposureKind::VirtualPort
+        } else {
+            ExposureKind::ProviderPort
+        };
+        for ip in ips {
+            self.out.expose_ip(ExposedIp {
+                ip: ip.addr(),
+                kind,
+                source: lsp.name.clone(),
+                provider: Some(provider.clone()),
+                lladdr: mac,
+                ndp_proxy: ndp_proxy.clone(),
+                via: None,
+            });
+        }
+    }
+
+    /// A distributed FIP: `neutron:port_fip`, the NAT row of the port for its MAC and network.
+    fn expose_distributed_fip(&mut self, lsp: &Lsp) {
+        let fip = match neutron::port_fip(lsp.external_ids.get(keys::PORT_FIP).map(String::as_str))
+        {
+            Ok(Some(ip)) => ip,
+            Ok(None) => return,
+            Err(e) => return self.skip_lsp(lsp, e.to_string()),
+        };
+        let nats = self.model.nats_of_port(&lsp.name);
+        let nat = nats
+            .iter()
+            .filter(|n| n.nat_type == DNAT_AND_SNAT)
+            .find(|n| n.external_ip.trim().parse::<IpAddr>().ok() == Some(fip))
+            .or_else(|| nats.iter().find(|n| n.nat_type == DNAT_AND_SNAT));
+        let Some(nat) = nat else {
+            return self.skip_lsp(
+                lsp,
+                format!("floating IP {fip}: no dnat_and_snat NAT row with this logical_port"),
+            );
+        };
+        let mac_text = nat.external_mac.trim();
+        if mac_text.is_empty() {
+            // Without external_mac OVN answers for the FIP on the gateway chassis, not here.
+            return self.skip_nat(
+                nat,
+                format!(
+                    "floating IP {fip}: no external_mac, so OVN handles it on the gateway \
+                     chassis, not on the VM's"
+                ),
+            );
+        }
+        let mac: MacAddr = match mac_text.parse() {
+            Ok(m) => m,
+            Err(_) => return self.skip_nat(nat, format!("bad external_mac {mac_text:?}")),
+        };
+        let Some(provider) = self.fip_provider(nat, None) else {
+            return;
+        };
+        self.out.expose_ip(ExposedIp {
+            ip: fip,
+            kind: ExposureKind::FloatingIp,
+            source: lsp.name.clone(),
+            provider: Some(provider),
+            lladdr: Some(mac),
+            ndp_proxy: BTreeSet::new(),
+            via: None,
+        });
+    }
+
+    fn skip_nat(&mut self, nat: &Nat, reason: impl Into<String>) {
+        let name = format!("{} -> {}", nat.external_ip, nat.logical_ip);
+        self.skip_row(Nat::TABLE, &nat.uuid, &name, reason);
+    }
+
+    /// The provider network of a FIP: its `neutron:fip_network_id` (a bare network id, switch
+    /// `neutron-<id>`), else `fallback` (the gateway's network).
+    fn fip_provider(
+        &mut self,
+        nat: &Nat,
+        fallback: Option<&ProviderNetwork>,
+    ) -> Option<ProviderNetwork> {
+        let switch = neutron::fip_network_switch(
+            nat.external_ids
+                .get(keys::FIP_NETWORK_ID)
+                .map(String::as_str),
+        );
+        match (switch, fallback) {
+            (Some(switch), _) => match self.provider_of_switch_named(&switch) {
+                Some(p) => Some(p),
+                None => {
+                    self.skip_nat(
+                        nat,
+                        format!(
+                            "floating IP network {switch:?} is not a provider network mapped on \
+                             this chassis"
+                        ),
+                    );
+                    None
+                }
+            },
+            (None, Some(p)) => Some(p.clone()),
+            (None, None) => {
+                self.skip_nat(nat, format!("no {}", keys::FIP_NETWORK_ID));
+                None
+            }
+        }
+    }
+
+    // ---- Centralized FIPs
+
+    /// The FIPs of a gateway hosted here: NATs whose `gateway_port` is it, and the router's
+    /// NATs without `gateway_port` (a router with one gateway).
+    fn expose_centralized_fips(&mut self, gw: &LocalGateway<'a>) {
+        let mut nats: Vec<&Nat> = self.model.nats_of_gateway(&gw.lrp.uuid);
+        if let Some(router) = &gw.router_uuid {
+            nats.extend(
+                self.model
+                    .nats_of_router(router)
+                    .into_iter()
+                    .filter(|n| n.gateway_port.is_none()),
+            );
+        }
+        for nat in nats {
+            if nat.nat_type != DNAT_AND_SNAT {
+                continue;
+            }
+            let fip: IpAddr = match nat.external_ip.trim().parse() {
+                Ok(ip) => ip,
+                Err(_) => {
+                    self.skip_nat(nat, format!("bad external_ip {:?}", nat.external_ip));
+                    continue;
+                }
+            };
+            let Some(provider) = self.fip_provider(nat, Some(&gw.provider)) else {
+                continue;
+            };
+            let source = if nat.logical_port.is_empty() || bad_name(&nat.logical_port).is_some() {
+                nat.uuid.clone()
+            } else {
+                nat.logical_port.clone()
+            };
+            self.out.expose_ip(ExposedIp {
+                ip: fip,
+                kind: ExposureKind::FloatingIp,
+                source,
+                provider: Some(provider),
+                lladdr: Some(gw.mac),
+                ndp_proxy: BTreeSet::new(),
+                via: None,
+            });
+        }
+    }
+
+    // ---- Tenant networks
+
+    /// Whether a `snat` rule of the router covers `subnet`.
+    fn snat_covers(&self, gw: &LocalGateway<'a>, subnet: IpNet) -> bool {
+        let Some(router) = &gw.router_uuid else {
+            return false;
+        };
+        self.model
+            .nats_of_router(router)
+            .into_iter()
+            .filter(|n| n.nat_type == SNAT)
+            .filter_map(|n| parse_ip_or_cidr(n.logical_ip.trim()).ok())
+            .any(|net| net.trunc().contains(&subnet.trunc()))
+    }
+
+    fn expose_tenant_subnets(&mut self, router: &str, gw: &LocalGateway<'a>) {
+        for rif in self.model.router_interfaces(router) {
+            if rif.up != Some(true) || !self.lsp_name_ok(rif) {
+                continue;
+            }
+            let cidrs = self.port_cidrs(rif);
+            let switch = self.model.switch_of_port(&rif.uuid).map(|s| s.uuid.clone());
+            for cidr in cidrs {
+                // The family must be routable through this gateway (upstream: U12).
+                let Some(via) = gw
+                    .ips
+                    .iter()
+                    .map(IpNet::addr)
+                    .find(|g| g.is_ipv4() == cidr.addr().is_ipv4())
+                else {
+                    continue;
+                };
+                if !self.options.allows_ip(cidr.addr())
+                    || !self.options.allows_scope(rif, cidr.addr())
+                {
+                    continue;
+                }
+                if self.options.require_snat_disabled_for_tenant_networks
+                    && self.snat_covers(gw, cidr)
+                {
+                    continue;
+                }
+                match self.options.advertisement {
+                    TenantAdvertisement::Host => {
+                        self.out.global_mut().subnets.insert(ExposedSubnet {
+                            router_ip: cidr,
+                            via,
+                            provider: gw.provider.clone(),
+                            source: rif.name.clone(),
+                        });
+                        if let Some(switch) = &switch {
+                            self.expose_tenant_ips(switch, cidr);
+                        }
+                    }
+                    TenantAdvertisement::Subnet => {
+                        let prefix = cidr.trunc();
+                        self.out.global_mut().subnets.insert(ExposedSubnet {
+                            router_ip: prefix,
+                            via,
+                            provider: gw.provider.clone(),
+                            source: rif.name.clone(),
+                        });
+                        self.out.global_mut().expose_route(ExposedRoute {
+                            prefix,
+                            kind: RouteKind::TenantSubnet,
+                            via: Some(via),
+                            provider: None,
+                            source: rif.name.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Host mode: the active VM and virtual ports of the tenant switch inside `subnet`.
+    fn expose_tenant_ips(&mut self, switch: &str, subnet: IpNet) {
+        let network = subnet.trunc();
+        for port in self.model.ports_on_switch(switch) {
+            if !is_vm_type(&port.port_type) || port.up != Some(true) {
+                continue;
+            }
+            if !self.lsp_name_ok(port) {
+                continue;
+            }
+            let Some((_, ips)) = self.port_addresses(port) else {
+                continue;
+            };
+            for ip in ips {
+                let addr = ip.addr();
+                if network.contains(&addr)
+                    && self.options.allows_ip(addr)
+                    && self.options.allows_scope(port, addr)
+                {
+                    self.out.expose_ip(ExposedIp::announced(
+                        addr,
+                        ExposureKind::TenantPort,
+                        port.name.clone(),
+                    ));
+                }
+            }
+        }
+    }
+
+    // ---- Load balancers
+
+    fn skip_lb(&mut self, lb: &LoadBalancer, reason: impl Into<String>) {
+        self.skip_row(LoadBalancer::TABLE, &lb.uuid, &lb.name, reason);
+    }
+
+    fn expose_lbs(&mut self, router: &str, gw: &LocalGateway<'a>) {
+        for lb in self.model.lbs_of_router(router) {
+            if let Some(reason) = bad_name(&lb.name) {
+                self.skip_lb(lb, reason);
+                continue;
+            }
+            if lb.name.starts_with(PF_LB_PREFIX) {
+                self.expose_pf_lb(lb, gw);
+            } else {
+                self.expose_octavia_lb(lb, gw);
+            }
+        }
+    }
+
+    /// A port-forwarding LB: each VIP (`ip:port`, `[ipv6]:port`) is a FIP of the router.
+    fn expose_pf_lb(&mut self, lb: &LoadBalancer, gw: &LocalGateway<'a>) {
+        for key in lb.vips.keys() {
+            let Some(ip) = vip_address(key) else {
+                self.skip_lb(lb, format!("bad VIP {key:?}"));
+                continue;
+            };
+            self.out.expose_ip(ExposedIp {
+                ip,
+                kind: ExposureKind::FloatingIp,
+                source: lb.name.clone(),
+                provider: Some(gw.provider.clone()),
+                lladdr: None,
+                ndp_proxy: BTreeSet::new(),
+                via: None,
+            });
+        }
+    }
+
+    /// An Octavia OVN-provider LB of a local router: its VIP on a provider switch (wired and
+    /// announced) or on a tenant switch (announced as a tenant IP in host mode), and its VIP's
+    /// floating IP on the router's provider network.
+    fn expose_octavia_lb(&mut self, lb: &LoadBalancer, gw: &LocalGateway<'a>) {
+        let octavia = match neutron::octavia_lb(|k| lb.external_ids.get(k).map(String::as_str)) {
+            Ok(Some(o)) => o,
+            Ok(None) => return,
+            Err(e) => return self.skip_lb(lb, e.to_string()),
+        };
+        if let Some(vip) = octavia.vip {
+            let port = octavia
+                .vip_port_id
+                .as_deref()
+                .and_then(|id| self.model.lsp_named(id));
+            match port {
+                None => self.skip_lb(
+                    lb,
+                    format!(
+                        "VIP {vip}: port {:?} (neutron:vip_port_id) not found",
+                        octavia.vip_port_id.as_deref().unwrap_or("")
+                    ),
+                ),
+                Some(port) => {
+                    let provider = self
+                        .model
+                        .switch_of_port(&port.uuid)
+                        .and_then(|ls| self.provider_of_switch(&ls.uuid));
+                    match provider {
+                        Some(provider) => self.out.expose_ip(ExposedIp {
+                            ip: vip,
+                            kind: ExposureKind::LoadBalancerVip,
+                            source: lb.name.clone(),
+                            provider: Some(provider),
+                            lladdr: None,
+                            ndp_proxy: BTreeSet::new(),
+                            via: None,
+                        }),
+                        None if self.options.tenant_enabled()
+                            && self.options.advertisement == TenantAdvertisement::Host
+                            && self.options.allows_ip(vip)
+                            && self.tenant_subnet_exposed(vip) =>
+                        {
+                            self.out.expose_ip(ExposedIp::announced(
+                                vip,
+                                ExposureKind::LoadBalancerVip,
+                                lb.name.clone(),
+                            ));
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        if let Some(fip) = octavia.vip_fip {
+            self.out.expose_ip(ExposedIp {
+                ip: fip,
+                kind: ExposureKind::FloatingIp,
+                source: lb.name.clone(),
+                provider: Some(gw.provider.clone()),
+                lladdr: None,
+                ndp_proxy: BTreeSet::new(),
+                via: None,
+            });
+        }
+    }
+
+    /// Whether `ip` is inside a tenant subnet exposed so far (its router's, computed before).
+    fn tenant_subnet_exposed(&self, ip: IpAddr) -> bool {
+        self.out
+            .global()
+            .subnets
+            .iter()
+            .any(|s| s.router_ip.trunc().contains(&ip))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vip_keys_in_every_form() {
+        assert_eq!(vip_address("172.24.4.40:22"), "172.24.4.40".parse().ok());
+        assert_eq!(
+            vip_address("[2001:db8::40]:22"),
+            "2001:db8::40".parse().ok()
+        );
+        assert_eq!(vip_address("2001:db8::40"), "2001:db8::40".parse().ok());
+        assert_eq!(vip_address("172.24.4.40"), "172.24.4.40".parse().ok());
+        assert_eq!(vip_address("nonsense:22"), None);
+        assert_eq!(vip_address("[2001:db8::40"), None);
+    }
+
+    #[test]
+    fn hostile_names_are_refused_and_shown_escaped() {
+        assert!(bad_name("vm1").is_none());
+        assert!(bad_name("").is_some());
+        assert!(bad_name("vm1\nrow skipped: forged").is_some());
+        assert!(bad_name(&"x".repeat(MAX_NAME_LEN + 1)).is_some());
+        let shown = row_ref("u", "a\nb");
+        assert!(!shown.contains('\n'), "{shown}");
+        let long = row_ref("u", &"x".repeat(1000));
+        assert!(long.len() < 120, "{long}");
+    }
+}

@@ -1,0 +1,368 @@
+//! Which Northbound rows the NB BGP driver monitors: a pure function of the model and the
+//! chassis, so the conditional-monitoring logic is tested without a server (as the SB policies
+//! in [`crate::ovn::sb::condition`]). OVSDB ORs the clauses of a table; the rows a clause pulls
+//! in (a local gateway → its router → its router-interface ports → their switches) call for more
+//! clauses, so the driver re-evaluates the policy after every batch until it stops changing.
+//!
+//! What OVSDB conditions can and cannot select in the NB (a clause compares one column with a
+//! constant: `==`, `includes` of set elements or exact map pairs; clauses are ORed, never ANDed,
+//! and there is no substring, prefix or key-presence test):
+//!
+//! | Table | Condition | Why |
+//! |---|---|---|
+//! | Logical_Router_Port | `status includes {hosting-chassis: <system-id>}` (OVN >= 23.09), or `name == <lrp>` for each gateway the Southbound says is hosted here | exactly the local gateways |
+//! | Logical_Router | `ports includes <lrp uuid>` for each local gateway | exactly the local routers |
+//! | Logical_Switch_Port | `type == ""`, `type == "virtual"`, `type == "localnet"`; with tenant networks `external_ids includes {neutron:device_id: <router id>}` per local router | **no chassis condition is possible**: `options:requested-chassis` is a comma list during a live migration (`"node2,node1"`), and `includes` only matches a map value exactly, so a port migrating to or from this host would be missed. What can go is everything that is never exposed: `localport` (metadata, one per network), `router` ports of remote routers, `external`, `vtep`, … |
+//! | Logical_Switch | `ports includes <uuid>` for every localnet port (provider switches) and, with tenant networks, every router-interface port of a local router | the provider switches and the tenant switches behind local routers |
+//! | NAT | `gateway_port == <lrp uuid>` per local gateway (centralized FIPs); `logical_port == <port>` for each port listing this host with `neutron:port_fip` (distributed FIPs); `type == "snat"` when `require_snat_disabled_for_tenant_networks` | NAT has no router column: the NATs of a local router without `gateway_port` (Neutron before it set the column) could only be named by `_uuid`, which the agent's condition evaluator does not take; such rows are used when present but not asked for |
+//! | Load_Balancer | `external_ids includes {lr_ref: neutron-<id>}` and `{neutron:router_name: neutron-<id>}` per local router | Octavia's and the port forwardings' LBs of local routers (the values Octavia and Neutron write, exactly) |
+//! | NB_Global | every row | one row |
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::model::{
+    LOCALNET, LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel, SNAT,
+};
+use crate::caps::ovsdb::{Clause, Datum, Function, MonitorCondition, Uuid};
+use crate::ovn::neutron::{self, keys};
+use crate::ovn::table::OvnTable;
+
+/// One clause of the NB condition, in a form that can be compared and sorted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NbClause {
+    /// LRP `status includes {hosting-chassis: <system-id>}`.
+    LrpHostedOn(String),
+    /// LRP `name == <name>`.
+    LrpNamed(String),
+    /// LR `ports includes <lrp uuid>`.
+    RouterHasPort(String),
+    /// LSP `type == <type>`.
+    LspType(String),
+    /// LSP `external_ids includes {neutron:device_id: <router id>}`.
+    LspDeviceId(String),
+    /// LS `ports includes <lsp uuid>`.
+    SwitchHasPort(String),
+    /// NAT `type == <type>`.
+    NatType(String),
+    /// NAT `gateway_port == <lrp uuid>`.
+    NatGatewayPort(String),
+    /// NAT `logical_port == <name>`.
+    NatLogicalPort(String),
+    /// LB `external_ids includes {<key>: neutron-<router id>}` (`lr_ref`, `neutron:router_name`).
+    LbRouter {
+        key: &'static str,
+        router_id: String,
+    },
+}
+
+impl NbClause {
+    /// The table the clause applies to.
+    pub fn table(&self) -> &'static str {
+        match self {
+            NbClause::LrpHostedOn(_) | NbClause::LrpNamed(_) => Lrp::TABLE,
+            NbClause::RouterHasPort(_) => LogicalRouter::TABLE,
+            NbClause::LspType(_) | NbClause::LspDeviceId(_) => Lsp::TABLE,
+            NbClause::SwitchHasPort(_) => LogicalSwitch::TABLE,
+            NbClause::NatType(_) | NbClause::NatGatewayPort(_) | NbClause::NatLogicalPort(_) => {
+                Nat::TABLE
+            }
+            NbClause::LbRouter { .. } => LoadBalancer::TABLE,
+        }
+    }
+
+    /// The OVSDB clause; `None` for one naming a malformed uuid (never sent).
+    pub fn to_clause(&self) -> Option<Clause> {
+        let pair = |k: &str, v: &str| Datum::map([(k.to_owned(), v.to_owned())]);
+        Some(match self {
+            NbClause::LrpHostedOn(sys) => Clause::new(
+                "status",
+                Function::Includes,
+                pair(keys::HOSTING_CHASSIS, sys),
+            ),
+            NbClause::LrpNamed(n) => Clause::eq("name", n.as_str()),
+            NbClause::RouterHasPort(u) => Clause::new("ports", Function::Includes, Uuid::parse(u)?),
+            NbClause::LspType(t) => Clause::eq("type", t.as_str()),
+            NbClause::LspDeviceId(r) => {
+                Clause::new("external_ids", Function::Includes, pair(keys::DEVICE_ID, r))
+            }
+            NbClause::SwitchHasPort(u) => Clause::new("ports", Function::Includes, Uuid::parse(u)?),
+            NbClause::NatType(t) => Clause::eq("type", t.as_str()),
+            NbClause::NatGatewayPort(u) => Clause::eq("gateway_port", Uuid::parse(u)?),
+            NbClause::NatLogicalPort(n) => Clause::eq("logical_port", n.as_str()),
+            NbClause::LbRouter { key, router_id } => Clause::new(
+                "external_ids",
+                Function::Includes,
+                pair(key, &neutron::network_switch_name(router_id)),
+            ),
+        })
+    }
+}
+
+/// The tables the NB BGP driver monitors, in the order of [`super::feed::monitor_spec`].
+pub const NB_TABLES: [&str; 7] = [
+    Lsp::TABLE,
+    LogicalSwitch::TABLE,
+    LogicalRouter::TABLE,
+    Lrp::TABLE,
+    Nat::TABLE,
+    LoadBalancer::TABLE,
+    NbGlobal::TABLE,
+];
+
+/// The monitor condition of every NB table for a clause set: NB_Global whole, every other table
+/// the rows its clauses select (none when it has no clause).
+pub fn monitor_conditions(clauses: &BTreeSet<NbClause>) -> BTreeMap<String, MonitorCondition> {
+    let mut out: BTreeMap<String, Vec<Clause>> = NB_TABLES
+        .iter()
+        .filter(|t| **t != NbGlobal::TABLE)
+        .map(|t| ((*t).to_owned(), Vec::new()))
+        .collect();
+    for c in clauses {
+        if let Some(clause) = c.to_clause() {
+            out.entry(c.table().to_owned()).or_default().push(clause);
+        }
+    }
+    let mut conditions: BTreeMap<String, MonitorCondition> = out
+        .into_iter()
+        .map(|(t, c)| (t, MonitorCondition::any(c)))
+        .collect();
+    conditions.insert(NbGlobal::TABLE.to_owned(), MonitorCondition::All);
+    conditions
+}
+
+/// What the NB BGP driver's condition depends on besides the model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NbConditionPolicy {
+    /// The server's schema has `Logical_Router_Port.status` (OVN >= 23.09).
+    pub lrp_status: bool,
+    /// Tenant networks are exposed: follow local routers to their router-interface ports and
+    /// tenant switches.
+    pub follow_tenant_networks: bool,
+    /// `require_snat_disabled_for_tenant_networks`: the routers' SNAT rules are needed.
+    pub snat_rules: bool,
+}
+
+impl NbConditionPolicy {
+    /// The clauses `model` calls for on the chassis `system_id`/`hostname`, with the gateways
+    /// `hosted` here according to the Southbound when the NB cannot say it.
+    pub fn wanted(
+        &self,
+        model: &NbModel,
+        system_id: &str,
+        hostname: &str,
+        hosted: Option<&BTreeSet<String>>,
+    ) -> BTreeSet<NbClause> {
+        let mut want: BTreeSet<NbClause> = ["", "virtual", LOCALNET]
+            .into_iter()
+            .map(|t| NbClause::LspType(t.to_owned()))
+            .collect();
+        match hosted {
+            Some(names) => want.extend(names.iter().cloned().map(NbClause::LrpNamed)),
+            None if self.lrp_status => {
+                want.insert(NbClause::LrpHostedOn(system_id.to_owned()));
+            }
+            None => {}
+        }
+        if self.snat_rules && self.follow_tenant_networks {
+            want.insert(NbClause::NatType(SNAT.to_owned()));
+        }
+        for localnet in model.localnets() {
+            want.insert(NbClause::SwitchHasPort(localnet.uuid.clone()));
+        }
+        for port in model.ports_listing_host(hostname) {
+            if port.external_ids.contains_key(keys::PORT_FIP) {
+                want.insert(NbClause::NatLogicalPort(port.name.clone()));
+            }
+        }
+        // Without `status` and without the Southbound's word, no gateway is known to be here.
+        let gateways = if hosted.is_some() || self.lrp_status {
+            model.local_gateways(system_id, hosted)
+        } else {
+            Vec::new()
+        };
+        for lrp in gateways {
+            want.insert(NbClause::RouterHasPort(lrp.uuid.clone()));
+            want.insert(NbClause::NatGatewayPort(lrp.uuid.clone()));
+            let Some(router_id) = model.router_id_of_lrp(lrp) else {
+                continue;
+            };
+            for key in [keys::LB_LR_REF, keys::ROUTER_NAME] {
+                want.insert(NbClause::LbRouter {
+                    key,
+                    router_id: router_id.to_owned(),
+                });
+            }
+            if self.follow_tenant_networks {
+                want.insert(NbClause::LspDeviceId(router_id.to_owned()));
+                for rif in model.router_interfaces(router_id) {
+                    want.insert(NbClause::SwitchHasPort(rif.uuid.clone()));
+                }
+            }
+        }
+        want
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ovn::nb::model::{ROUTER, VIRTUAL};
+
+    const GW: &str = "aaaaaaaa-0000-0000-0000-000000000001";
+    const LN: &str = "aaaaaaaa-0000-0000-0000-000000000002";
+    const RIF: &str = "aaaaaaaa-0000-0000-0000-000000000003";
+    const OTHER_RIF: &str = "aaaaaaaa-0000-0000-0000-000000000004";
+
+    fn model() -> NbModel {
+        let mut m = NbModel::default();
+        let mut gw = Lrp {
+            uuid: GW.into(),
+            name: "lrp-gw".into(),
+            ..Default::default()
+        };
+        gw.status
+            .insert(keys::HOSTING_CHASSIS.into(), "sys-1".into());
+        gw.external_ids
+            .insert(keys::ROUTER_NAME.into(), "r1".into());
+        m.upsert_lrp(gw);
+        let mut ln = Lsp {
+            uuid: LN.into(),
+            name: "provnet-1".into(),
+            port_type: LOCALNET.into(),
+            ..Default::default()
+        };
+        ln.options.insert("network_name".into(), "public".into());
+        m.upsert_lsp(ln);
+        for (uuid, router) in [(RIF, "r1"), (OTHER_RIF, "r2")] {
+            let mut rif = Lsp {
+                uuid: uuid.into(),
+                name: format!("rif-{router}"),
+                port_type: ROUTER.into(),
+                ..Default::default()
+            };
+            rif.external_ids.insert(
+                keys::DEVICE_OWNER.into(),
+                neutron::DEVICE_OWNER_ROUTER_INTERFACE.into(),
+            );
+            rif.external_ids
+                .insert(keys::DEVICE_ID.into(), router.into());
+            m.upsert_lsp(rif);
+        }
+        let mut vm = Lsp {
+            uuid: "vm".into(),
+            name: "vm1".into(),
+            ..Default::default()
+        };
+        vm.options
+            .insert(keys::REQUESTED_CHASSIS.into(), "node2,node1".into());
+        vm.external_ids
+            .insert(keys::PORT_FIP.into(), "172.24.4.10".into());
+        m.upsert_lsp(vm);
+        m
+    }
+
+    use NbClause as C;
+
+    fn base() -> BTreeSet<NbClause> {
+        BTreeSet::from([
+            C::LspType(String::new()),
+            C::LspType(VIRTUAL.into()),
+            C::LspType(LOCALNET.into()),
+            C::SwitchHasPort(LN.into()),
+            C::NatLogicalPort("vm1".into()),
+        ])
+    }
+
+    fn router_clauses() -> [NbClause; 4] {
+        [
+            C::RouterHasPort(GW.into()),
+            C::NatGatewayPort(GW.into()),
+            C::LbRouter {
+                key: keys::LB_LR_REF,
+                router_id: "r1".into(),
+            },
+            C::LbRouter {
+                key: keys::ROUTER_NAME,
+                router_id: "r1".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn gateways_hosted_here_by_status_pull_in_their_router() {
+        let m = model();
+        let p = NbConditionPolicy {
+            lrp_status: true,
+            follow_tenant_networks: false,
+            snat_rules: true,
+        };
+        let mut expect = base();
+        expect.insert(C::LrpHostedOn("sys-1".into()));
+        expect.extend(router_clauses());
+        assert_eq!(p.wanted(&m, "sys-1", "node1", None), expect);
+
+        // Tenant networks: the router's interfaces and their switches, and SNAT rules.
+        let p = NbConditionPolicy {
+            follow_tenant_networks: true,
+            ..p
+        };
+        expect.extend([
+            C::LspDeviceId("r1".into()),
+            C::SwitchHasPort(RIF.into()),
+            C::NatType(SNAT.into()),
+        ]);
+        assert_eq!(p.wanted(&m, "sys-1", "node1", None), expect);
+
+        // Another chassis: no gateway, no router.
+        let mut other = base();
+        other.insert(C::LrpHostedOn("sys-2".into()));
+        other.insert(C::NatType(SNAT.into()));
+        assert_eq!(p.wanted(&m, "sys-2", "node1", None), other);
+    }
+
+    #[test]
+    fn without_lrp_status_the_southbound_names_the_gateways() {
+        let m = model();
+        let p = NbConditionPolicy {
+            lrp_status: false,
+            follow_tenant_networks: false,
+            snat_rules: false,
+        };
+        // Nothing hosted known: no LRP clause at all (an empty condition selects nothing).
+        assert_eq!(p.wanted(&m, "sys-1", "node1", None), base());
+        let hosted = BTreeSet::from(["lrp-gw".to_owned()]);
+        let mut expect = base();
+        expect.insert(C::LrpNamed("lrp-gw".into()));
+        expect.extend(router_clauses());
+        assert_eq!(p.wanted(&m, "sys-9", "node1", Some(&hosted)), expect);
+        let conditions = monitor_conditions(&expect);
+        assert_eq!(conditions.len(), 7);
+        assert_eq!(conditions["NB_Global"], MonitorCondition::All);
+        assert_eq!(
+            conditions["Logical_Router_Port"].to_json(),
+            serde_json::json!([["name", "==", "lrp-gw"]])
+        );
+        assert_eq!(
+            conditions["Load_Balancer"].to_json(),
+            serde_json::json!([
+                [
+                    "external_ids",
+                    "includes",
+                    ["map", [["lr_ref", "neutron-r1"]]]
+                ],
+                [
+                    "external_ids",
+                    "includes",
+                    ["map", [["neutron:router_name", "neutron-r1"]]]
+                ]
+            ])
+        );
+    }
+
+    #[test]
+    fn a_table_without_clauses_selects_nothing_and_bad_uuids_are_never_sent() {
+        let c = monitor_conditions(&BTreeSet::from([C::RouterHasPort("not-a-uuid".into())]));
+        assert_eq!(c["Logical_Router"].to_json(), serde_json::json!([false]));
+        assert_eq!(c["NAT"].to_json(), serde_json::json!([false]));
+    }
+}
