@@ -4,11 +4,26 @@
 #
 #   sudo scripts/demo.sh            # leaves the lab and the agent running; prints how to stop
 #   sudo scripts/demo.sh --stop     # tears everything down at the end
+#   sudo scripts/demo.sh --driver nb          # the NB driver (nb_ovn_bgp_driver) instead of SB
+#   sudo scripts/demo.sh --ovn 25.03          # OVN 25.03 from Debian 13's packages (a chroot)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
 stop=0
-[ "${1:-}" = "--stop" ] && stop=1
+driver=sb
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --stop) stop=1 ;;
+        --driver) driver=${2:?--driver sb|nb}; shift ;;
+        --ovn) export LAB_OVN=${2:?--ovn 23.03|25.03}; shift ;;
+        *) echo "usage: $0 [--stop] [--driver sb|nb] [--ovn 25.03]" >&2; exit 2 ;;
+    esac
+    shift
+done
+case "$driver" in
+    sb | nb) ;;
+    *) echo "--driver: sb or nb, not $driver" >&2; exit 2 ;;
+esac
 
 step() { printf '\n==> %s\n' "$*"; }
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
@@ -27,10 +42,18 @@ source "$LAB_DIR/lab.env"
 
 tor() { vtysh --vty_socket "$VTY_TOR" --config_dir "$FRR_TOR_DIR" "$@"; }
 
-step "starting the agent"
+configs=(--config-file "$AGENT_CONF")
+if [ "$driver" = nb ]; then
+    # The NB driver on the same lab; its floating IP is centralized, as NB_Global says.
+    printf '[DEFAULT]\ndriver = nb_ovn_bgp_driver\n' >"$LAB_DIR/demo-nb.conf"
+    configs+=(--config-file "$LAB_DIR/demo-nb.conf")
+    ovn-nbctl --db="unix:$NB_SOCK" set NB_Global . 'external_ids:"neutron:fip-distributed"=False'
+fi
+
+step "starting the agent ($driver driver)"
 # The pid file lives in LAB_DIR and the command line names LAB_DIR, so scripts/lab/down.sh
 # stops the agent together with the lab.
-"$agent_bin" --config-file "$AGENT_CONF" --log-file "$LAB_DIR/agent.log" &
+"$agent_bin" "${configs[@]}" --log-file "$LAB_DIR/agent.log" &
 echo $! > "$LAB_DIR/agent.pid"
 echo "agent pid $(cat "$LAB_DIR/agent.pid"), log $LAB_DIR/agent.log"
 
