@@ -5,7 +5,7 @@
 //! `reconcile_interval` elapses (drift repair: a deleted rule, an OVS or FRR restart), and stops
 //! on SIGTERM/SIGINT without withdrawing anything: a restart must not disturb what is exposed.
 //!
-//! Between the driver and the backend sits the policy stage ([`crate::policy`]): what must never
+//! Between the driver and the backend sits the policy stage (`crate::policy`): what must never
 //! reach the host's routing is refused and reported there, whatever the driver computed.
 //!
 //! Cancel safety: the waits raced in the loop's `select!` (a driver or backend change, timers,

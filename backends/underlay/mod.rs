@@ -2,7 +2,7 @@
 //! default BGP instance; per-bridge tables, rules and routes.
 //!
 //! - [`render`]: exposures → desired kernel/OVS objects (pure, snapshot-tested).
-//! - [`UnderlayBackend`]: gathers the facts rendering needs (routing table numbers from the
+//! - `UnderlayBackend`: gathers the facts rendering needs (routing table numbers from the
 //!   rt_tables file, bridge MACs from OVS, FRR's router id) and adds the FRR base configuration.
 
 pub mod render;

@@ -1,5 +1,5 @@
 //! The live NB BGP driver: the shared Northbound session ([`crate::ovn::nb::session`]) under the
-//! [`NbConditionPolicy`] of the configured options, and [`compute`] over its model. On OVN <
+//! `NbConditionPolicy` of the configured options, and [`compute`] over its model. On OVN <
 //! 23.09 the session also reads the gateways hosted here from the Southbound, which upstream's
 //! NB driver cannot do (it sees no gateway and no centralized floating IP there).
 

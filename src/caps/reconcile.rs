@@ -89,7 +89,7 @@ impl CompositeReconciler {
         self
     }
 
-    /// See [`CompositeReconciler::skip_unchanged_flows`]: only with a periodic flow check.
+    /// See `CompositeReconciler::skip_unchanged_flows`: only with a periodic flow check.
     pub fn with_flow_check_running(mut self) -> Self {
         self.skip_unchanged_flows = true;
         self

@@ -1,4 +1,4 @@
-//! Typed OVN rows declared once per table: one [`ovn_table!`] declaration gives the Rust struct,
+//! Typed OVN rows declared once per table: one `ovn_table` declaration gives the Rust struct,
 //! the columns to monitor and the conversion from a replica [`Row`], so the columns read and the
 //! columns monitored cannot drift apart. [`OvnTable::check_schema`] checks, at start, that every
 //! declared column exists in the server's schema with a type its reader understands: a misspelt
@@ -135,7 +135,7 @@ pub enum SchemaMismatch {
     },
 }
 
-/// What [`ovn_table!`] implements for each declared table.
+/// What `ovn_table` implements for each declared table.
 pub trait OvnTable: Sized {
     const TABLE: &'static str;
     const COLUMNS: &'static [ColumnDecl];

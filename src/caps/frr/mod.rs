@@ -1,6 +1,6 @@
 //! FRR capability: validated values ([`values`]), the configuration snippets of
 //! upstream-behaviour.md §6 ([`templates`]), `vtysh` as a tool ([`vtysh`]) and a configurator that
-//! keeps snippets applied across FRR restarts ([`configurator`]).
+//! keeps snippets applied across FRR restarts (`configurator`).
 
 pub(crate) mod base;
 pub(crate) mod configurator;

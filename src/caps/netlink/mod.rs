@@ -5,8 +5,8 @@
 //! - [`NetlinkReconciler`]: applies the kernel part of a [`crate::system::DesiredSystem`].
 //! - [`netns`]: the thread that lives in the target namespace.
 //! - [`conn`]: dumps and pipelined batches of requests.
-//! - one module per object class ([`links`], [`addresses`], [`rules`], [`routes`],
-//!   [`neighbours`], [`sysctl`]) turning dumps into comparable values and specs into requests.
+//! - one module per object class (`links`, `addresses`, `rules`, [`routes`],
+//!   `neighbours`, `sysctl`) turning dumps into comparable values and specs into requests.
 
 pub(crate) mod addresses;
 pub mod conn;

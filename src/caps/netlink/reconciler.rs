@@ -289,7 +289,7 @@ impl NetlinkReconciler {
     }
 
     /// Apply `desired`. An invalid or conflicting object is left out (and what the kernel has
-    /// under its identity left alone, see [`validate::screen`]); it and every object that
+    /// under its identity left alone, see `validate::screen`); it and every object that
     /// fails are reported in [`ChangeReport::errors`], and never stop the others.
     pub async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, NetlinkError> {
         let mut report = ChangeReport::default();

@@ -383,7 +383,7 @@ impl OvsPorts {
     }
 
     /// Makes the marked ports equal to `desired`; every problem is an error of class
-    /// [`CLASS`] in the report, naming the port.
+    /// `CLASS` in the report, naming the port.
     pub async fn reconcile(&self, desired: &BTreeSet<OvsPortSpec>) -> ChangeReport {
         // Async mutex: a periodic check and the caller's reconcile never interleave.
         let mut memory = self.memory.lock().await;

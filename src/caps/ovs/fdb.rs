@@ -104,7 +104,7 @@ impl OvsFdb {
     }
 
     /// Makes the static entries equal to `desired` (adding missing ones, deleting ones this
-    /// process added that are no longer desired). Problems are errors of class [`CLASS`].
+    /// process added that are no longer desired). Problems are errors of class `CLASS`.
     pub async fn reconcile(&self, desired: &BTreeSet<FdbEntrySpec>) -> ChangeReport {
         let mut memory = self.memory.lock().await;
         memory.last = Some(desired.clone());

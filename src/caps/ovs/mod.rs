@@ -1,12 +1,12 @@
 //! OVS capability: cookie flows via `ovs-ofctl`, ports via `ovs-vsctl`, static FDB entries via
 //! `ovs-appctl`.
 //!
-//! - [`ports`]: validated port names and the ofport table (one `ovs-vsctl` call for all ports).
-//! - [`bridge_ports`]: the OVS ports the agent adds, owned by an `external_ids` marker.
-//! - [`fdb`]: static FDB entries (`fdb/add`), owned by this process's memory.
-//! - [`flows`]: canonical flow keys, dump parsing, `add-flows` batches.
-//! - [`tools`]: running the two tools against a configurable OVS run directory.
-//! - [`reconciler`]: desired flows vs. the bridges' dumps, one `ovs-ofctl` per bridge, and the
+//! - `ports`: validated port names and the ofport table (one `ovs-vsctl` call for all ports).
+//! - `bridge_ports`: the OVS ports the agent adds, owned by an `external_ids` marker.
+//! - `fdb`: static FDB entries (`fdb/add`), owned by this process's memory.
+//! - `flows`: canonical flow keys, dump parsing, `add-flows` batches.
+//! - `tools`: running the two tools against a configurable OVS run directory.
+//! - `reconciler`: desired flows vs. the bridges' dumps, one `ovs-ofctl` per bridge, and the
 //!   periodic check that reinstalls flows after an OVS restart or `emer-reset`.
 
 pub(crate) mod bridge_ports;
