@@ -1,10 +1,13 @@
-//! The SB BGP driver (`ovn_bgp_driver`, underlay) survives its surroundings restarting, without
-//! the agent restarting: FRR killed (it comes back with the operator configuration only),
-//! ovs-vswitchd killed and `ovs-vsctl emer-reset`, the SB server killed, the leader of a
-//! 3-member SB RAFT cluster killed, and kernel state deleted by hand. After each, the ToR has
-//! every expected route again and the chassis kernel state (bgp-nic addresses, `ip rule`
-//! to-rules, routes of the provider bridge's table) is back, within a bound derived from the
-//! intervals the agent runs with.
+//! The BGP drivers (underlay) survive their surroundings restarting, without the agent
+//! restarting. The SB driver (`ovn_bgp_driver`): FRR killed (it comes back with the operator
+//! configuration only), ovs-vswitchd killed and `ovs-vsctl emer-reset`, the SB server killed,
+//! the leader of a 3-member SB RAFT cluster killed, and kernel state deleted by hand. The NB
+//! driver (`nb_ovn_bgp_driver`, the `nb_` tests): FRR killed, ovs-vswitchd killed, the NB server
+//! killed, and kernel state deleted by hand. After each, the ToR has every expected route again
+//! and the chassis kernel state (bgp-nic addresses, `ip rule` to-rules, routes of the provider
+//! bridge's table, permanent neighbours on it) is back, within a bound derived from the
+//! intervals the agent runs with. The scenarios are shared; [`Driver`] says how the lab is
+//! prepared for the agent and how a VM is moved away from the chassis.
 //!
 //! Real lab (`scripts/lab/up.sh`, daemons restarted with `scripts/lab/restart.sh`), real agent
 //! binary. Runs as root. The scenarios run one at a time (each has its own lab), so they never
@@ -53,12 +56,44 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-fn overrides() -> String {
-    format!(
-        "[DEFAULT]\nreconcile_interval = {RECONCILE_INTERVAL}\n\
-         frr_reconcile_interval = {FRR_RECONCILE_INTERVAL}\n\
-         [ovs]\nflow_check_interval = {FLOW_CHECK_INTERVAL}\n"
-    )
+/// The driver the agent runs in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Driver {
+    /// `ovn_bgp_driver`, the lab's bgp-agent.conf as written: it follows the Southbound.
+    Sb,
+    /// `nb_ovn_bgp_driver`: it follows the Northbound (on OVN 23.03 it also reads the
+    /// gateway's chassisredirect binding from the Southbound).
+    #[cfg_attr(not(feature = "nb_bgp"), allow(dead_code))]
+    Nb,
+}
+
+impl Driver {
+    /// The agent's configuration on top of the lab's bgp-agent.conf.
+    fn overrides(self) -> String {
+        let driver = match self {
+            Driver::Sb => "",
+            Driver::Nb => "driver = nb_ovn_bgp_driver\nexposing_method = underlay\n",
+        };
+        format!(
+            "[DEFAULT]\n{driver}reconcile_interval = {RECONCILE_INTERVAL}\n\
+             frr_reconcile_interval = {FRR_RECONCILE_INTERVAL}\n\
+             [ovs]\nflow_check_interval = {FLOW_CHECK_INTERVAL}\n"
+        )
+    }
+
+    /// What the lab needs before the agent starts.
+    fn prepare(self, lab: &Lab) {
+        if self == Driver::Nb {
+            // The lab's floating IP is centralized (its NAT row has no external_mac), which
+            // Neutron says in NB_Global (as in nb_bgp_e2e.rs).
+            lab.nbctl(&[
+                "set",
+                "NB_Global",
+                ".",
+                "external_ids:\"neutron:fip-distributed\"=False",
+            ]);
+        }
+    }
 }
 
 /// What the chassis exposes in the lab's topology (see scripts/lab/README.md).
@@ -69,9 +104,11 @@ struct Expected {
     /// Host addresses reached through the provider bridge (rules and table routes), without the
     /// tenant VM (only its FIP and the router gateway are reachable on the provider network).
     provider_ips: Vec<String>,
+    /// Permanent neighbours on the provider bridge, as [`KernelState::neighbours`] has them.
+    neighbours: BTreeSet<String>,
 }
 
-fn expected(lab: &Lab) -> Expected {
+fn expected(lab: &Lab, driver: Driver) -> Expected {
     let routes4 = ["VM_PROVIDER_IP4", "GW_IP4", "FIP_IP4", "VM_TENANT_IP4"]
         .iter()
         .map(|k| format!("{}/32", lab.env(k)))
@@ -90,10 +127,19 @@ fn expected(lab: &Lab) -> Expected {
     .iter()
     .map(|k| lab.env(k).to_owned())
     .collect();
+    let neighbours = match driver {
+        Driver::Sb => BTreeSet::new(),
+        Driver::Nb => BTreeSet::from([format!(
+            "{} lladdr {}",
+            lab.env("VM_PROVIDER_IP4"),
+            lab.env("VM_PROVIDER_MAC")
+        )]),
+    };
     Expected {
         routes4,
         routes6,
         provider_ips,
+        neighbours,
     }
 }
 
@@ -132,6 +178,9 @@ struct KernelState {
     rules: BTreeSet<String>,
     /// `ip route` / `ip -6 route` lines of the provider bridge's table.
     routes: BTreeSet<String>,
+    /// Permanent neighbours on the provider bridge (`IP lladdr MAC`): the NB driver adds one
+    /// per exposed provider VM address.
+    neighbours: BTreeSet<String>,
 }
 
 /// `ip -n <chassis> ARGS…` output; empty if it fails (a device deleted by hand, say).
@@ -186,11 +235,18 @@ fn kernel_state(lab: &Lab, table: &str) -> KernelState {
             routes.insert(format!("{family} {}", line.trim()));
         }
     }
+    let neighbours =
+        ip_chassis_lenient(lab, &["neigh", "show", "dev", "br-ex", "nud", "permanent"])
+            .lines()
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .filter(|l| !l.is_empty())
+            .collect();
     KernelState {
         bgp_nic_link,
         bgp_nic,
         rules,
         routes,
+        neighbours,
     }
 }
 
@@ -214,6 +270,9 @@ fn kernel_complete(state: &KernelState, exp: &Expected, table: &str) -> Result<(
         if !state.routes.iter().any(|r| r.starts_with(&route)) {
             return Err(format!("no route `{route}…` in table {table}: {state:#?}"));
         }
+    }
+    if let Some(missing) = exp.neighbours.difference(&state.neighbours).next() {
+        return Err(format!("no permanent neighbour `{missing}`: {state:#?}"));
     }
     Ok(())
 }
@@ -242,6 +301,7 @@ impl KernelState {
             ("bgp-nic address", &self.bgp_nic, &baseline.bgp_nic),
             ("rule", &self.rules, &baseline.rules),
             ("route", &self.routes, &baseline.routes),
+            ("neighbour", &self.neighbours, &baseline.neighbours),
         ];
         for (what, now, base) in sets {
             out.extend(base.difference(now).map(|x| format!("-{what} `{x}`")));
@@ -286,6 +346,7 @@ fn cookie_flows(lab: &Lab) -> Vec<(f64, String)> {
 
 /// A lab with the agent running and everything exposed: the baseline of every scenario.
 struct Running {
+    driver: Driver,
     lab: Lab,
     agent: Agent,
     exp: Expected,
@@ -294,11 +355,13 @@ struct Running {
 }
 
 impl Running {
-    fn start(up_env: &[(&str, &str)]) -> Running {
+    fn start(driver: Driver, up_env: &[(&str, &str)]) -> Running {
         let lab = Lab::start_with_env(up_env);
-        let agent = Agent::start(lab.dir(), &overrides());
-        let exp = expected(&lab);
+        driver.prepare(&lab);
+        let agent = Agent::start(lab.dir(), &driver.overrides());
+        let exp = expected(&lab, driver);
         let mut running = Running {
+            driver,
             lab,
             agent,
             exp,
@@ -308,6 +371,7 @@ impl Running {
                 bgp_nic: BTreeSet::new(),
                 rules: BTreeSet::new(),
                 routes: BTreeSet::new(),
+                neighbours: BTreeSet::new(),
             },
         };
         let started = Instant::now();
@@ -446,12 +510,19 @@ impl Running {
         format!("tap{}", &port[..11])
     }
 
-    /// Unbinds the provider VM (as Nova does when it unplugs it): the ToR withdraws its
-    /// /32 and /128 and its kernel state goes, the rest stays.
-    fn unbind_provider_vm_and_see_it_withdrawn(&mut self, bound: Duration) {
-        let tap = self.provider_tap();
-        self.lab
-            .vsctl(&["remove", "Interface", &tap, "external_ids", "iface-id"]);
+    /// Moves the provider VM away from the chassis: the ToR withdraws its /32 and /128 and
+    /// its kernel state goes, the rest stays. For the SB driver the VM is unbound (as Nova
+    /// does when it unplugs it: the Port_Binding loses its chassis); for the NB driver its
+    /// port's `requested-chassis` names another host (as Neutron does when it migrates it).
+    fn move_provider_vm_away_and_see_it_withdrawn(&mut self, bound: Duration) {
+        match self.driver {
+            Driver::Sb => {
+                let tap = self.provider_tap();
+                self.lab
+                    .vsctl(&["remove", "Interface", &tap, "external_ids", "iface-id"]);
+            }
+            Driver::Nb => self.set_provider_vm_requested_chassis("another-host"),
+        }
         let v4 = format!("{}/32", self.lab.env("VM_PROVIDER_IP4"));
         let v6 = format!("{}/128", self.lab.env("VM_PROVIDER_IP6"));
         let mut left4 = self.exp.routes4.clone();
@@ -459,7 +530,7 @@ impl Running {
         let mut left6 = self.exp.routes6.clone();
         left6.remove(&v6);
         self.wait(
-            "provider VM unbound: ToR withdrew it, kept the rest",
+            "provider VM moved away: ToR withdrew it, kept the rest",
             bound,
             |r| {
                 let (now4, now6) = tor_routes(&r.lab);
@@ -474,7 +545,7 @@ impl Running {
         let vm4 = self.lab.env("VM_PROVIDER_IP4").to_owned();
         let vm6 = self.lab.env("VM_PROVIDER_IP6").to_owned();
         self.wait(
-            "provider VM unbound: its kernel state removed",
+            "provider VM moved away: its kernel state removed",
             secs(FRR_RECONCILE_INTERVAL) + SLACK,
             |r| {
                 let s = kernel_state(&r.lab, &table);
@@ -482,6 +553,9 @@ impl Running {
                     s.bgp_nic.iter().any(|a| a.starts_with(&format!("{ip}/")))
                         || s.rules.iter().any(|l| l.contains(&format!("to {ip} ")))
                         || s.routes.iter().any(|l| l.contains(&format!(" {ip} ")))
+                        || s.neighbours
+                            .iter()
+                            .any(|l| l.starts_with(&format!("{ip} ")))
                 };
                 if mentions(&vm4) || mentions(&vm6) {
                     Err(format!("{s:#?}"))
@@ -492,13 +566,34 @@ impl Running {
         );
     }
 
-    fn rebind_provider_vm(&mut self) {
-        let tap = self.provider_tap();
-        let iface_id = format!(
-            "external_ids:iface-id={}",
-            self.lab.env("VM_PROVIDER_PORT_ID")
-        );
-        self.lab.vsctl(&["set", "Interface", &tap, &iface_id]);
+    /// Undoes [`Self::move_provider_vm_away_and_see_it_withdrawn`].
+    fn bring_provider_vm_back(&mut self) {
+        match self.driver {
+            Driver::Sb => {
+                let tap = self.provider_tap();
+                let iface_id = format!(
+                    "external_ids:iface-id={}",
+                    self.lab.env("VM_PROVIDER_PORT_ID")
+                );
+                self.lab.vsctl(&["set", "Interface", &tap, &iface_id]);
+            }
+            Driver::Nb => {
+                let here = self.lab.env("CHASSIS_HOSTNAME").to_owned();
+                self.set_provider_vm_requested_chassis(&here);
+            }
+        }
+    }
+
+    /// Sets only the `requested-chassis` option of the provider VM's port (up.sh gives it this
+    /// chassis), leaving its other options alone.
+    fn set_provider_vm_requested_chassis(&self, chassis: &str) {
+        let port = self.lab.env("VM_PROVIDER_PORT_ID");
+        self.lab.nbctl(&[
+            "set",
+            "Logical_Switch_Port",
+            port,
+            &format!("options:requested-chassis={chassis}"),
+        ]);
     }
 }
 
@@ -519,9 +614,19 @@ fn frr_chassis_pids(lab: &Lab) -> Vec<u32> {
 
 #[test]
 fn frr_killed_and_restarted_gets_the_agents_config_back_and_the_tor_relearns() {
+    frr_killed_and_restarted(Driver::Sb);
+}
+
+#[cfg(feature = "nb_bgp")]
+#[test]
+fn nb_frr_killed_and_restarted_gets_the_agents_config_back_and_the_tor_relearns() {
+    frr_killed_and_restarted(Driver::Nb);
+}
+
+fn frr_killed_and_restarted(driver: Driver) {
     require_root();
     let _serial = serial();
-    let mut r = Running::start(&[]);
+    let mut r = Running::start(driver, &[]);
     frr_has_agent_config(&r.lab).expect("the agent configured FRR before the restart");
     let before = frr_chassis_pids(&r.lab);
 
@@ -575,9 +680,19 @@ fn frr_killed_and_restarted_gets_the_agents_config_back_and_the_tor_relearns() {
 
 #[test]
 fn ovs_vswitchd_killed_and_restarted_gets_the_cookie_flows_back() {
+    ovs_vswitchd_killed_and_restarted(Driver::Sb);
+}
+
+#[cfg(feature = "nb_bgp")]
+#[test]
+fn nb_ovs_vswitchd_killed_and_restarted_gets_the_cookie_flows_back() {
+    ovs_vswitchd_killed_and_restarted(Driver::Nb);
+}
+
+fn ovs_vswitchd_killed_and_restarted(driver: Driver) {
     require_root();
     let _serial = serial();
-    let mut r = Running::start(&[]);
+    let mut r = Running::start(driver, &[]);
 
     let killed_at = Instant::now();
     r.lab.restart(&["--kill", "ovs-vswitchd"]);
@@ -633,7 +748,7 @@ fn ovs_vswitchd_killed_and_restarted_gets_the_cookie_flows_back() {
 fn ovs_emer_reset_gets_the_cookie_flows_back() {
     require_root();
     let _serial = serial();
-    let mut r = Running::start(&[]);
+    let mut r = Running::start(Driver::Sb, &[]);
 
     // emer-reset clears fail_mode, and a bridge whose fail_mode changes while it has no
     // controller gets its flows flushed by ovs-vswitchd (the situation of
@@ -693,33 +808,50 @@ fn ovs_emer_reset_gets_the_cookie_flows_back() {
 
 #[test]
 fn sb_server_killed_and_restarted_the_agent_follows_changes_made_after() {
+    ovsdb_server_killed_and_restarted(Driver::Sb);
+}
+
+#[cfg(feature = "nb_bgp")]
+#[test]
+fn nb_server_killed_and_restarted_the_nb_driver_follows_changes_made_after() {
+    ovsdb_server_killed_and_restarted(Driver::Nb);
+}
+
+/// The database server the driver follows (restart.sh's component) is killed.
+fn ovsdb_server_killed_and_restarted(driver: Driver) {
     require_root();
     let _serial = serial();
-    let mut r = Running::start(&[]);
+    let mut r = Running::start(driver, &[]);
+    let server = match driver {
+        Driver::Sb => "sb",
+        Driver::Nb => "nb",
+    };
 
-    r.lab.restart(&["--kill", "sb"]);
+    r.lab.restart(&["--kill", server]);
     // The agent must reconnect on its own (backoff ≤ 8 s) and follow what changes from now on.
-    r.unbind_provider_vm_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
+    // The NB driver reads a VM's place from the Northbound only (`requested-chassis`; the
+    // Southbound serves it the gateway's binding), so its withdrawal proves it reconnected.
+    r.move_provider_vm_away_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
     let rebound_at = Instant::now();
-    r.rebind_provider_vm();
+    r.bring_provider_vm_back();
     r.wait_all_back(
-        "SB restarted, provider VM bound again",
+        &format!("{server} restarted, provider VM back"),
         rebound_at,
         BGP_PROPAGATION + SLACK,
         secs(FRR_RECONCILE_INTERVAL) + SLACK,
     );
 
     // An outage longer than the longest reconnect backoff: the agent keeps retrying and
-    // follows SB again once it is back.
-    r.lab.restart(&["--kill", "--down", "sb"]);
+    // follows the server again once it is back.
+    r.lab.restart(&["--kill", "--down", server]);
     std::thread::sleep(OVSDB_RECONNECT_MAX + SLACK);
     r.agent.assert_running();
-    r.lab.restart(&["--up", "sb"]);
-    r.unbind_provider_vm_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
+    r.lab.restart(&["--up", server]);
+    r.move_provider_vm_away_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
     let rebound_at = Instant::now();
-    r.rebind_provider_vm();
+    r.bring_provider_vm_back();
     r.wait_all_back(
-        "SB back after an outage, provider VM bound again",
+        &format!("{server} back after an outage, provider VM back"),
         rebound_at,
         BGP_PROPAGATION + SLACK,
         secs(FRR_RECONCILE_INTERVAL) + SLACK,
@@ -757,7 +889,10 @@ fn sb_cluster_leader_failover_the_agent_keeps_following() {
     require_root();
     let _serial = serial();
     let base = free_cluster_port_base().to_string();
-    let mut r = Running::start(&[("LAB_SB_CLUSTER", "3"), ("LAB_SB_CLUSTER_PORT_BASE", &base)]);
+    let mut r = Running::start(
+        Driver::Sb,
+        &[("LAB_SB_CLUSTER", "3"), ("LAB_SB_CLUSTER_PORT_BASE", &base)],
+    );
     let base: u16 = base.parse().expect("port");
     assert_eq!(
         r.lab.env("SB_TCP").split(',').count(),
@@ -772,7 +907,7 @@ fn sb_cluster_leader_failover_the_agent_keeps_following() {
     let leader = r.lab.restart(&["--kill", "--down", "sb-leader"]);
     let leader = leader.trim().to_owned();
     eprintln!("killed the SB leader {leader}");
-    r.unbind_provider_vm_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
+    r.move_provider_vm_away_and_see_it_withdrawn(OVSDB_RECONNECT_MAX + BGP_PROPAGATION + SLACK);
     r.lab.restart(&["--up", &leader]);
 
     // 2. The member the agent is connected to now dies (if step 1 did not already move it).
@@ -787,7 +922,7 @@ fn sb_cluster_leader_failover_the_agent_keeps_following() {
         _ => None,
     };
     let rebound_at = Instant::now();
-    r.rebind_provider_vm();
+    r.bring_provider_vm_back();
     r.wait_all_back(
         "SB failover, provider VM bound again",
         rebound_at,
@@ -801,9 +936,19 @@ fn sb_cluster_leader_failover_the_agent_keeps_following() {
 
 #[test]
 fn kernel_state_deleted_by_hand_is_repaired() {
+    kernel_state_deleted_by_hand(Driver::Sb);
+}
+
+#[cfg(feature = "nb_bgp")]
+#[test]
+fn nb_kernel_state_deleted_by_hand_is_repaired() {
+    kernel_state_deleted_by_hand(Driver::Nb);
+}
+
+fn kernel_state_deleted_by_hand(driver: Driver) {
     require_root();
     let _serial = serial();
-    let mut r = Running::start(&[]);
+    let mut r = Running::start(driver, &[]);
     let table = r.table.clone();
     let vm4 = r.lab.env("VM_PROVIDER_IP4").to_owned();
     let vm6 = r.lab.env("VM_PROVIDER_IP6").to_owned();
@@ -819,6 +964,10 @@ fn kernel_state_deleted_by_hand_is_repaired() {
         .ip_chassis(&["-6", "rule", "del", "to", &vm6, "table", &table]);
     r.lab
         .ip_chassis(&["-4", "route", "del", &gw4, "dev", "br-ex", "table", &table]);
+    if driver == Driver::Nb {
+        // The NB driver's permanent neighbour of the provider VM on the provider bridge.
+        r.lab.ip_chassis(&["neigh", "del", &vm4, "dev", "br-ex"]);
+    }
     assert_ne!(
         kernel_state(&r.lab, &table),
         r.kernel,

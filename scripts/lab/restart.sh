@@ -8,6 +8,7 @@
 #            ovs-vswitchd-2 ovn-controller-2     (second chassis only: LAB_CHASSIS2=1 up.sh)
 #            sb-1 sb-2 sb-3 sb-leader      (SB RAFT cluster only: LAB_SB_CLUSTER=3 up.sh)
 #   sb            the SB server (all members of the cluster, one after the other)
+#   nb            the NB server (ovsdb-server-nb; its database file keeps the rows)
 #   sb-N          SB cluster member N
 #   sb-leader     whichever member is the RAFT leader now; prints "sb-N" on stdout, so
 #                 `restart.sh --down sb-leader` followed by `restart.sh --up sb-N` brings it back
