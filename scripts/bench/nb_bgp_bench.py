@@ -298,11 +298,12 @@ def measure(lab, w, agent, args, counts):
                 continue
             if "Northbound replica ready" in p[3]:
                 ready = round((p[0] - t0) * 1000, 1)
-                m = re.search(r"rows=(\S+)", p[3])
-                replica_rows = m.group(1) if m else p[3]
+                m = re.search(r"rows=\[(.*?)\]", p[3])
+                replica_rows = (re.sub(r'[("]', "", m.group(1)).replace(")", "")
+                                if m else p[3])
             if any(s in p[3] for s in ("monitor established", "replica ready",
                                        "condition", "connected")):
-                phases.append((p[3][:90], round((p[0] - t0) * 1000, 1)))
+                phases.append((p[3][:160], round((p[0] - t0) * 1000, 1)))
         return {
             "local_ports": k,
             "exec_to_all_addresses_ms": round((t_all - t0) * 1000, 1),
