@@ -321,7 +321,7 @@ def measure(lab, w, agent, args, counts):
     res["cold_start_replica_ready_ms"] = [c["exec_to_nb_replica_ready_ms"] for c in starts]
     log(f"cold start: {res['cold_start_repeats_ms']} ms; replica {res['cold_start']['replica_rows']}")
     wait_idle(agent, w, quiet=1.0)
-    res["rss_after_start"] = agent.memory()
+    res["rss_after_start"] = memory(agent)
 
     def one_by_one(ports, bound):
         lat, tail, rtt = [], [], []
@@ -393,10 +393,25 @@ def measure(lab, w, agent, args, counts):
     res["burst_one_txn_unbind"] = burst_run(burst, False, True)
     log(f"burst: {res['burst_pipelined']} / one txn: {res['burst_one_txn']}")
     wait_idle(agent, w, quiet=0.5)
-    res["rss_end"] = agent.memory()
+    res["rss_end"] = memory(agent)
     log(f"RSS: {res['rss_end']}")
     res["netlink_overruns"] = w.overruns
     return res
+
+
+def memory(agent):
+    """VmRSS/VmHWM, and from smaps_rollup the anonymous memory and the part of it in
+    transparent huge pages (MiB): a huge page partly used counts whole in RSS."""
+    out = agent.memory()
+    try:
+        with open(f"/proc/{agent.proc.pid}/smaps_rollup") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("Anonymous", "AnonHugePages"):
+                    out[k] = int(v.split()[0]) / 1024.0
+    except OSError:
+        pass
+    return out
 
 
 def nb_agent_conf(lab_conf, out_path):
@@ -439,7 +454,9 @@ def main():
     lab = NbLab(env, w)
     conf = nb_agent_conf(env["AGENT_CONF"], os.path.join(args.lab_dir, "bgp-agent-nb.conf"))
     agent = Agent(args.agent, conf, args.lab_dir, os.path.join(args.lab_dir, "agent-bench.log"))
-    results = {"machine_start": machine_info(), "params": vars(args), "runs": []}
+    results = {"machine_start": machine_info(), "params": vars(args), "runs": [],
+               # allocator settings passed to the agent (e.g. MIMALLOC_ALLOW_THP=0)
+               "agent_env": {k: v for k, v in os.environ.items() if k.startswith("MIMALLOC_")}}
     measured = args.cold_start_ports + args.events + args.burst
     ovn_dir = env["OVN_RUNDIR"]
     try:
@@ -511,6 +528,8 @@ def markdown(results):
         ("VmRSS after start / at end (MiB)",
          lambda r: f"{r['rss_after_start']['VmRSS']:.1f} / {r['rss_end']['VmRSS']:.1f}"),
         ("VmHWM at end (MiB)", lambda r: f"{r['rss_end']['VmHWM']:.1f}"),
+        ("anonymous / of it in huge pages, at end (MiB)",
+         lambda r: f"{r['rss_end']['Anonymous']:.1f} / {r['rss_end']['AnonHugePages']:.1f}"),
         ("load average (1/5/15 min) after the run", lambda r: " ".join(r["loadavg"])),
     ]
     runs = results["runs"]
