@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Benchmark of the NB BGP driver (nb_ovn_bgp_driver + underlay) against the lab (issue 13, "Scale"):
+# bind/unbind latency to bgp-nic, bursts of 50, cold start, agent RSS and CPU, at N = 1k, 10k, 100k
+# Logical_Switch_Port rows in the Northbound (a cloud-like topology: 1 router per 10 LSPs).
+# Figures and method: docs/nb-bgp-benchmark.md. The SB driver's twin: sb_bgp_bench.sh.
+#
+#   sudo scripts/bench/nb_bgp_bench.sh                 # N = 1000,10000,100000
+#   sudo BENCH_SIZES=1000,10000 scripts/bench/nb_bgp_bench.sh
+#   sudo scripts/bench/nb_bgp_bench.sh --keep          # leave the lab up afterwards
+#
+# Environment: BENCH_SIZES, BENCH_EVENTS (200), BENCH_BURST (50), BENCH_COLD_PORTS (100),
+# BENCH_COLD_STARTS (3), BENCH_OUT (JSON results, default $LAB_DIR/../nb-bgp-bench-<time>.json),
+# CARGO_TARGET_DIR (where the release build goes), and the lab's own LAB_DIR / LAB_NS_PREFIX /
+# LAB_NB_TCP_PORT / LAB_SB_TCP_PORT (defaults below keep it apart from a default lab). The lab is
+# torn down at the end (also on failure) unless --keep.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-nbbench}
+export LAB_NS_PREFIX=${LAB_NS_PREFIX:-nbbench-}
+export LAB_NB_TCP_PORT=${LAB_NB_TCP_PORT:-16770}
+export LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16771}
+sizes=${BENCH_SIZES:-1000,10000,100000}
+out=${BENCH_OUT:-$(dirname "$LAB_DIR")/nb-bgp-bench-$(date -u +%Y%m%dT%H%M%SZ).json}
+keep=0
+[ "${1:-}" = "--keep" ] && keep=1
+
+[ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }
+
+echo "==> building the agent (release)"
+cargo build --release --quiet --bin ovn-bgp-agent
+agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
+
+echo "==> bringing up the lab in $LAB_DIR (netns ${LAB_NS_PREFIX}*)"
+scripts/lab/up.sh >/dev/null
+if [ "$keep" = 0 ]; then
+    trap 'echo "==> tearing the lab down"; scripts/lab/down.sh >/dev/null 2>&1 || true' EXIT
+fi
+
+echo "==> machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 scripts/bench/nb_bgp_bench.py \
+    --lab-dir "$LAB_DIR" --agent "$agent" --sizes "$sizes" \
+    --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
+    --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
+    --out "$out"
+echo "==> JSON results: $out"
