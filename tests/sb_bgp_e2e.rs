@@ -10,21 +10,13 @@ mod lab_fixture;
 use std::time::Duration;
 
 use agent_fixture::Agent;
-use lab_fixture::{CONVERGENCE_TIMEOUT, Lab, OVN_25_03, has, require_root, wait_for};
+use lab_fixture::{
+    CONVERGENCE_TIMEOUT, Lab, OVN_25_03, gateway_moves_away_and_back, has, require_root, wait_for,
+    wait_tor,
+};
 
 /// Test intervals: short, so drift repair is observable quickly.
 const OVERRIDES: &str = "[DEFAULT]\nreconcile_interval = 20\nfrr_reconcile_interval = 2\n[ovs]\nflow_check_interval = 2\n";
-
-fn wait_tor(lab: &Lab, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
-    wait_for(what, CONVERGENCE_TIMEOUT, || {
-        let p = lab.tor_prefixes();
-        if pred(&p) {
-            Ok(p)
-        } else {
-            Err(format!("ToR has {p:?}"))
-        }
-    })
-}
 
 #[test]
 fn exposes_the_topology_follows_bindings_and_survives_its_own_restart_with_100_ips() {
@@ -320,22 +312,6 @@ fn sigterm_during_a_hung_apply_stops_within_five_seconds_and_leaves_everything_e
         .status();
 }
 
-/// The chassis `logical_port`'s Southbound Port_Binding is bound to (`None`: unbound).
-fn sb_bound_chassis(lab: &Lab, logical_port: &str) -> Option<String> {
-    let chassis_uuid = lab
-        .sb_rows("Port_Binding", &["logical_port", "chassis"])
-        .into_iter()
-        .find(|r| r["logical_port"].as_str() == Some(logical_port))
-        .unwrap_or_else(|| panic!("no SB Port_Binding {logical_port}"))["chassis"]
-        .clone();
-    // A bound row holds ["uuid", "<uuid>"]; an unbound one the empty set ["set", []].
-    let uuid = chassis_uuid[1].as_str()?.to_owned();
-    lab.sb_rows("Chassis", &["_uuid", "name"])
-        .into_iter()
-        .find(|r| r["_uuid"][1].as_str() == Some(uuid.as_str()))
-        .map(|r| r["name"].as_str().unwrap_or_default().to_owned())
-}
-
 #[test]
 fn moving_the_gateway_to_a_second_chassis_withdraws_it_and_moving_it_back_re_exposes_it() {
     gateway_failover(&[("LAB_CHASSIS2", "1")]);
@@ -352,86 +328,9 @@ fn on_ovn_25_03_moving_the_gateway_away_and_back_withdraws_and_re_exposes_it() {
 /// so the SB binding is left empty — for chassis 1 the same as "hosted elsewhere". The gateway
 /// IPs and the centralized FIP go from the ToR and chassis 1's bgp-nic, the provider VM (bound
 /// here, not behind the router) stays; deleting chassis 2's entry brings everything back.
-// Wall-clock timings of real daemons: no tokio runtime here whose paused time could matter.
-#[allow(clippy::disallowed_types)]
 fn gateway_failover(up_env: &[(&str, &str)]) {
     require_root();
     let lab = Lab::start_with_env(up_env);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
-
-    let vm4 = format!("{}/32", lab.env("VM_PROVIDER_IP4"));
-    let vm6 = format!("{}/128", lab.env("VM_PROVIDER_IP6"));
-    let gw4 = format!("{}/32", lab.env("GW_IP4"));
-    let gw6 = format!("{}/128", lab.env("GW_IP6"));
-    let fip = format!("{}/32", lab.env("FIP_IP4"));
-    let gateway_routes = [&gw4, &gw6, &fip];
-    let lrp = format!("lrp-{}", lab.env("GW_PORT_ID"));
-    let cr_lrp = format!("cr-{lrp}");
-    let chassis1 = lab.env("CHASSIS_NAME").to_owned();
-    let chassis2 = lab.env("CHASSIS2_NAME").to_owned();
-
-    wait_tor(&lab, "gateway, FIP and provider VM at the ToR", |p| {
-        gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4) && has(p, &vm6)
-    });
-    assert_eq!(
-        sb_bound_chassis(&lab, &cr_lrp).as_deref(),
-        Some(chassis1.as_str())
-    );
-
-    let moved = std::time::Instant::now();
-    lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis2, "20"]);
-    let bound = wait_for(
-        "chassis 1 releases the gateway port",
-        CONVERGENCE_TIMEOUT,
-        || match sb_bound_chassis(&lab, &cr_lrp) {
-            Some(c) if c == chassis1 => Err(format!("{cr_lrp} still bound to {c}")),
-            other => Ok(other),
-        },
-    );
-    eprintln!(
-        "{cr_lrp} after the move: bound to {bound:?} ({:.2} s)",
-        moved.elapsed().as_secs_f64()
-    );
-    wait_tor(&lab, "gateway and FIP withdrawn, provider VM kept", |p| {
-        gateway_routes.iter().all(|x| !has(p, x)) && has(p, &vm4) && has(p, &vm6)
-    });
-    eprintln!(
-        "withdrawn at the ToR {:.2} s after the move",
-        moved.elapsed().as_secs_f64()
-    );
-    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-    for a in gateway_routes {
-        assert!(
-            !addrs.contains(a.as_str()),
-            "{a} still on chassis 1's bgp-nic:\n{addrs}"
-        );
-    }
-    assert!(addrs.contains(vm4.as_str()), "{vm4} left bgp-nic:\n{addrs}");
-    agent.assert_running();
-
-    let back = std::time::Instant::now();
-    lab.nbctl(&["lrp-del-gateway-chassis", &lrp, &chassis2]);
-    wait_for(
-        "chassis 1 claims the gateway port again",
-        CONVERGENCE_TIMEOUT,
-        || match sb_bound_chassis(&lab, &cr_lrp) {
-            Some(c) if c == chassis1 => Ok(()),
-            other => Err(format!("{cr_lrp} bound to {other:?}")),
-        },
-    );
-    wait_tor(&lab, "gateway and FIP re-exposed", |p| {
-        gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4)
-    });
-    eprintln!(
-        "re-exposed at the ToR {:.2} s after the failback",
-        back.elapsed().as_secs_f64()
-    );
-    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-    for a in gateway_routes {
-        assert!(
-            addrs.contains(a.as_str()),
-            "{a} not back on bgp-nic:\n{addrs}"
-        );
-    }
-    agent.assert_running();
+    gateway_moves_away_and_back(&lab, &mut || agent.assert_running());
 }

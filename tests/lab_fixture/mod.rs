@@ -492,3 +492,117 @@ fn collect_pidfiles(root: &Path, dir: &Path, found: &mut Vec<(String, u32)>) {
         }
     }
 }
+
+/// Waits until the ToR's prefixes satisfy `pred`; returns them.
+pub(crate) fn wait_tor(lab: &Lab, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
+    wait_for(what, CONVERGENCE_TIMEOUT, || {
+        let p = lab.tor_prefixes();
+        if pred(&p) {
+            Ok(p)
+        } else {
+            Err(format!("ToR has {p:?}"))
+        }
+    })
+}
+
+impl Lab {
+    /// The chassis a Southbound Port_Binding is bound to, by name; `None` when unbound.
+    pub(crate) fn sb_bound_chassis(&self, logical_port: &str) -> Option<String> {
+        let chassis_uuid = self
+            .sb_rows("Port_Binding", &["logical_port", "chassis"])
+            .into_iter()
+            .find(|r| r["logical_port"].as_str() == Some(logical_port))
+            .unwrap_or_else(|| panic!("no SB Port_Binding {logical_port}"))["chassis"]
+            .clone();
+        // A bound row holds ["uuid", "<uuid>"]; an unbound one the empty set ["set", []].
+        let uuid = chassis_uuid[1].as_str()?.to_owned();
+        self.sb_rows("Chassis", &["_uuid", "name"])
+            .into_iter()
+            .find(|r| r["_uuid"][1].as_str() == Some(uuid.as_str()))
+            .map(|r| r["name"].as_str().unwrap_or_default().to_owned())
+    }
+}
+
+/// With the agent on chassis 1 of a `LAB_CHASSIS2=1` lab: the gateway moves to chassis 2 (a
+/// higher gateway-chassis priority) and back; the gateway IPs and the centralized FIP are
+/// withdrawn at the ToR and from chassis 1's bgp-nic while the provider VM stays, then
+/// re-exposed. Without tunnels between the lab's chassis (BFD down) chassis 2 never claims the
+/// port: chassis 1 releasing it is the move. `check_agent` runs after each phase.
+pub(crate) fn gateway_moves_away_and_back(lab: &Lab, check_agent: &mut dyn FnMut()) {
+    let vm4 = format!("{}/32", lab.env("VM_PROVIDER_IP4"));
+    let vm6 = format!("{}/128", lab.env("VM_PROVIDER_IP6"));
+    let gw4 = format!("{}/32", lab.env("GW_IP4"));
+    let gw6 = format!("{}/128", lab.env("GW_IP6"));
+    let fip = format!("{}/32", lab.env("FIP_IP4"));
+    let gateway_routes = [&gw4, &gw6, &fip];
+    let lrp = format!("lrp-{}", lab.env("GW_PORT_ID"));
+    let cr_lrp = format!("cr-{lrp}");
+    let chassis1 = lab.env("CHASSIS_NAME").to_owned();
+    let chassis2 = lab.env("CHASSIS2_NAME").to_owned();
+
+    wait_tor(lab, "gateway, FIP and provider VM at the ToR", |p| {
+        gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4) && has(p, &vm6)
+    });
+    assert_eq!(
+        lab.sb_bound_chassis(&cr_lrp).as_deref(),
+        Some(chassis1.as_str())
+    );
+    check_agent();
+
+    let moved = Instant::now();
+    lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis2, "20"]);
+    let bound = wait_for(
+        "chassis 1 releases the gateway port",
+        CONVERGENCE_TIMEOUT,
+        || match lab.sb_bound_chassis(&cr_lrp) {
+            Some(c) if c == chassis1 => Err(format!("{cr_lrp} still bound to {c}")),
+            other => Ok(other),
+        },
+    );
+    eprintln!(
+        "{cr_lrp} after the move: bound to {bound:?} ({:.2} s)",
+        moved.elapsed().as_secs_f64()
+    );
+    wait_tor(lab, "gateway and FIP withdrawn, provider VM kept", |p| {
+        gateway_routes.iter().all(|x| !has(p, x)) && has(p, &vm4) && has(p, &vm6)
+    });
+    eprintln!(
+        "withdrawn at the ToR {:.2} s after the move",
+        moved.elapsed().as_secs_f64()
+    );
+    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+    for a in gateway_routes {
+        assert!(
+            !addrs.contains(a.as_str()),
+            "{a} still on chassis 1's bgp-nic:\n{addrs}"
+        );
+    }
+    assert!(addrs.contains(vm4.as_str()), "{vm4} left bgp-nic:\n{addrs}");
+    check_agent();
+
+    let back = Instant::now();
+    lab.nbctl(&["lrp-del-gateway-chassis", &lrp, &chassis2]);
+    wait_for(
+        "chassis 1 claims the gateway port again",
+        CONVERGENCE_TIMEOUT,
+        || match lab.sb_bound_chassis(&cr_lrp) {
+            Some(c) if c == chassis1 => Ok(()),
+            other => Err(format!("{cr_lrp} bound to {other:?}")),
+        },
+    );
+    wait_tor(lab, "gateway and FIP re-exposed", |p| {
+        gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4)
+    });
+    eprintln!(
+        "re-exposed at the ToR {:.2} s after the failback",
+        back.elapsed().as_secs_f64()
+    );
+    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+    for a in gateway_routes {
+        assert!(
+            addrs.contains(a.as_str()),
+            "{a} not back on bgp-nic:\n{addrs}"
+        );
+    }
+    check_agent();
+}
