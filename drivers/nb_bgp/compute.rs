@@ -42,6 +42,7 @@ use crate::ovn::neutron::{
     self, keys, parse_ip_or_cidr, parse_neutron_cidrs, parse_port_addresses,
 };
 use crate::ovn::table::OvnTable;
+use crate::ovn::tenant::TenantOptions;
 use crate::types::{InterfaceName, MacAddr};
 
 /// Longest name of a row the driver uses (names end up in logs, OVS port names and snapshots).
@@ -71,41 +72,10 @@ pub enum TenantAdvertisement {
 /// The options of `[DEFAULT]` the NB driver computes with.
 #[derive(Debug, Clone, Default)]
 pub struct NbOptions {
-    pub expose_tenant_networks: bool,
-    pub expose_ipv6_gua_tenant_networks: bool,
+    /// `expose_tenant_networks`, `expose_ipv6_gua_tenant_networks`, `address_scopes`.
+    pub tenant: TenantOptions,
     pub advertisement: TenantAdvertisement,
     pub require_snat_disabled_for_tenant_networks: bool,
-    /// `address_scopes`: when set, only subnets and ports of a listed scope are exposed.
-    pub address_scopes: Option<BTreeSet<String>>,
-}
-
-impl NbOptions {
-    pub fn tenant_enabled(&self) -> bool {
-        self.expose_tenant_networks || self.expose_ipv6_gua_tenant_networks
-    }
-
-    /// `expose_tenant_networks` overrides the GUA-only option.
-    fn allows_ip(&self, ip: IpAddr) -> bool {
-        if self.expose_tenant_networks {
-            return true;
-        }
-        match ip {
-            IpAddr::V4(_) => false,
-            IpAddr::V6(v6) => (v6.segments()[0] & 0xe000) == 0x2000,
-        }
-    }
-
-    /// With address scopes configured, the scope of `ip`'s family on `port` must be listed
-    /// (a port without one is refused, as upstream).
-    fn allows_scope(&self, port: &Lsp, ip: IpAddr) -> bool {
-        let Some(allowed) = &self.address_scopes else {
-            return true;
-        };
-        neutron::address_scope(ip.is_ipv4(), |k| {
-            port.external_ids.get(k).map(String::as_str)
-        })
-        .is_some_and(|s| allowed.contains(s))
-    }
 }
 
 /// A gateway hosted here, as the rest of the computation needs it.
@@ -164,7 +134,7 @@ pub fn compute(
         let Some(gw) = gateways.first() else {
             continue;
         };
-        if options.tenant_enabled() {
+        if options.tenant.enabled() {
             ctx.expose_tenant_subnets(router, gw);
         }
         ctx.expose_lbs(router, gw);
@@ -684,8 +654,11 @@ impl<'a> Ctx<'a> {
                 else {
                     continue;
                 };
-                if !self.options.allows_ip(cidr.addr())
-                    || !self.options.allows_scope(rif, cidr.addr())
+                if !self.options.tenant.allows_ip(cidr.addr())
+                    || !self
+                        .options
+                        .tenant
+                        .allows_scope(&rif.external_ids, cidr.addr())
                 {
                     continue;
                 }
@@ -743,8 +716,8 @@ impl<'a> Ctx<'a> {
             for ip in ips {
                 let addr = ip.addr();
                 if network.contains(&addr)
-                    && self.options.allows_ip(addr)
-                    && self.options.allows_scope(port, addr)
+                    && self.options.tenant.allows_ip(addr)
+                    && self.options.tenant.allows_scope(&port.external_ids, addr)
                 {
                     self.out.expose_ip(ExposedIp::announced(
                         addr,
@@ -832,9 +805,9 @@ impl<'a> Ctx<'a> {
                             ndp_proxy: BTreeSet::new(),
                             via: None,
                         }),
-                        None if self.options.tenant_enabled()
+                        None if self.options.tenant.enabled()
                             && self.options.advertisement == TenantAdvertisement::Host
-                            && self.options.allows_ip(vip)
+                            && self.options.tenant.allows_ip(vip)
                             && self.tenant_subnet_exposed(vip) =>
                         {
                             self.out.expose_ip(ExposedIp::announced(

@@ -18,6 +18,7 @@ pub mod replay;
 
 use crate::config::{AgentConfig, TenantAdvertisement as ConfigAdvertisement};
 use crate::ovn::nb::condition::NbConditionPolicy;
+use crate::ovn::tenant::TenantOptions;
 use crate::plugin::{Driver, DriverRegistration, PluginContext, PluginError};
 use compute::{NbOptions, TenantAdvertisement};
 
@@ -27,17 +28,12 @@ pub const NAME: &str = "nb_ovn_bgp_driver";
 pub fn nb_options(config: &AgentConfig) -> NbOptions {
     let d = &config.default;
     NbOptions {
-        expose_tenant_networks: d.expose_tenant_networks,
-        expose_ipv6_gua_tenant_networks: d.expose_ipv6_gua_tenant_networks,
+        tenant: TenantOptions::from_config(d),
         advertisement: match d.advertisement_method_tenant_networks {
             ConfigAdvertisement::Host => TenantAdvertisement::Host,
             ConfigAdvertisement::Subnet => TenantAdvertisement::Subnet,
         },
         require_snat_disabled_for_tenant_networks: d.require_snat_disabled_for_tenant_networks,
-        address_scopes: d
-            .address_scopes
-            .as_ref()
-            .map(|s| s.iter().cloned().collect()),
     }
 }
 
@@ -46,7 +42,7 @@ pub fn nb_options(config: &AgentConfig) -> NbOptions {
 pub fn policy(options: &NbOptions) -> NbConditionPolicy {
     NbConditionPolicy {
         lrp_status: false,
-        follow_tenant_networks: options.tenant_enabled(),
+        follow_tenant_networks: options.tenant.enabled(),
         snat_rules: options.require_snat_disabled_for_tenant_networks,
     }
 }

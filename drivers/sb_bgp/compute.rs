@@ -6,7 +6,6 @@
 //! `skipped` and the computation goes on (upstream aborted the whole sync, U30/U31).
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 
 use ipnet::IpNet;
 
@@ -31,46 +30,7 @@ pub struct LocalChassis {
     pub bridge_mappings: Vec<(String, String)>,
 }
 
-/// Tenant-network options of `[DEFAULT]`.
-#[derive(Debug, Clone, Default)]
-pub struct TenantOptions {
-    pub expose_tenant_networks: bool,
-    pub expose_ipv6_gua_tenant_networks: bool,
-    /// `address_scopes`: when set, only subnets/ports whose address scope is listed are exposed.
-    pub address_scopes: Option<BTreeSet<String>>,
-}
-
-impl TenantOptions {
-    fn enabled(&self) -> bool {
-        self.expose_tenant_networks || self.expose_ipv6_gua_tenant_networks
-    }
-
-    /// `expose_tenant_networks` overrides the GUA-only option.
-    fn allows_ip(&self, ip: IpAddr) -> bool {
-        if self.expose_tenant_networks {
-            return true;
-        }
-        match ip {
-            IpAddr::V4(_) => false,
-            // Global unicast is 2000::/3 (documentation prefixes included, as upstream).
-            IpAddr::V6(v6) => (v6.segments()[0] & 0xe000) == 0x2000,
-        }
-    }
-
-    fn allows_scope(&self, port: &PortBinding, ip: IpAddr) -> bool {
-        let Some(allowed) = &self.address_scopes else {
-            return true;
-        };
-        let key = if ip.is_ipv4() {
-            "neutron:subnet_pool_addr_scope4"
-        } else {
-            "neutron:subnet_pool_addr_scope6"
-        };
-        port.external_ids
-            .get(key)
-            .is_some_and(|scope| allowed.contains(scope))
-    }
-}
+pub use crate::ovn::tenant::TenantOptions;
 
 struct Ctx<'a> {
     model: &'a SbModel,
@@ -371,7 +331,13 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 match peer {
-                    Some(peer) if !self.tenant.allows_scope(peer, router_ip.addr()) => continue,
+                    Some(peer)
+                        if !self
+                            .tenant
+                            .allows_scope(&peer.external_ids, router_ip.addr()) =>
+                    {
+                        continue;
+                    }
                     // The address scope is on the peer row: without it the subnet's scope is
                     // unknown, and with address scopes configured that is a refusal.
                     None if self.tenant.address_scopes.is_some() => {
@@ -434,7 +400,7 @@ impl<'a> Ctx<'a> {
                 let addr = ip.addr();
                 if !network.contains(&addr)
                     || !self.tenant.allows_ip(addr)
-                    || !self.tenant.allows_scope(port, addr)
+                    || !self.tenant.allows_scope(&port.external_ids, addr)
                 {
                     continue;
                 }

@@ -44,23 +44,14 @@ impl SbBgpDriver {
 
 /// The tenant-network options of `[DEFAULT]`.
 pub fn tenant_options(config: &AgentConfig) -> TenantOptions {
-    let d = &config.default;
-    TenantOptions {
-        expose_tenant_networks: d.expose_tenant_networks,
-        expose_ipv6_gua_tenant_networks: d.expose_ipv6_gua_tenant_networks,
-        address_scopes: d
-            .address_scopes
-            .as_ref()
-            .map(|s| s.iter().cloned().collect()),
-    }
+    TenantOptions::from_config(&config.default)
 }
 
 /// The Port_Binding condition policy of these options: routers and subnets are followed only
 /// when tenant networks are exposed.
 pub fn policy(tenant: &TenantOptions) -> LocalChassisPolicy {
     LocalChassisPolicy {
-        follow_tenant_networks: tenant.expose_tenant_networks
-            || tenant.expose_ipv6_gua_tenant_networks,
+        follow_tenant_networks: tenant.enabled(),
     }
 }
 

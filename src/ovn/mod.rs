@@ -10,3 +10,4 @@ pub mod nb;
 pub mod neutron;
 pub mod sb;
 pub mod table;
+pub mod tenant;
