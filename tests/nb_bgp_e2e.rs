@@ -83,13 +83,22 @@ fn nb_end_to_end(up_env: &[(&str, &str)], gateway_source: &str) {
         "tenant subnet rule (host mode):\n{rules}"
     );
 
-    // Live migration away (requested-chassis names another host): withdrawn; back: exposed.
+    // Live migration, written as Neutron writes it. Away (requested-chassis and neutron:host_id
+    // name another host): withdrawn. Migrating back here (requested-chassis lists both hosts,
+    // neutron:host_id still names the other one, activation-strategy=rarp): this host is listed,
+    // so it is exposed here, as upstream does; only the activation-strategy clause of the port
+    // condition brings such a row to this chassis.
     let vm_port = lab.env("VM_PROVIDER_PORT_ID").to_owned();
     let here = lab.env("CHASSIS_HOSTNAME").to_owned();
     lab.nbctl(&[
         "lsp-set-options",
         &vm_port,
         "requested-chassis=another-host",
+        "--",
+        "set",
+        "Logical_Switch_Port",
+        &vm_port,
+        "external_ids:\"neutron:host_id\"=another-host",
     ]);
     wait_tor(&lab, "provider VM withdrawn after moving away", |p| {
         !has(p, &vm4) && has(p, &gw4) && has(p, &fip)
@@ -98,10 +107,21 @@ fn nb_end_to_end(up_env: &[(&str, &str)], gateway_source: &str) {
         "lsp-set-options",
         &vm_port,
         &format!("requested-chassis=another-host,{here}"),
+        "activation-strategy=rarp",
     ]);
     wait_tor(&lab, "provider VM back while migrating here", |p| {
         has(p, &vm4)
     });
+    lab.nbctl(&[
+        "lsp-set-options",
+        &vm_port,
+        &format!("requested-chassis={here}"),
+        "--",
+        "set",
+        "Logical_Switch_Port",
+        &vm_port,
+        &format!("external_ids:\"neutron:host_id\"={here}"),
+    ]);
 
     // The FIP mode switched at run time: distributed, the lab's NAT (no external_mac) cannot be
     // exposed and is reported; centralized again, it comes back. Nothing else moves.

@@ -48,10 +48,15 @@ pub mod keys {
     /// In `options` of an LSP: the hostname(s) the port is bound to, a comma list during live
     /// migration.
     pub const REQUESTED_CHASSIS: &str = "requested-chassis";
+    /// In `options` of an LSP: `rarp` while a live migration is in flight (Neutron sets it
+    /// with the two-host `requested-chassis`, except for vhost-user ports).
+    pub const ACTIVATION_STRATEGY: &str = "activation-strategy";
     /// In `status` of an LRP (OVN >= 23.09): the system-id of the chassis hosting the gateway.
     pub const HOSTING_CHASSIS: &str = "hosting-chassis";
 }
 
+/// `options:activation-strategy` of a port being live-migrated.
+pub const ACTIVATION_STRATEGY_RARP: &str = "rarp";
 /// `neutron:device_owner` of a router interface port.
 pub const DEVICE_OWNER_ROUTER_INTERFACE: &str = "network:router_interface";
 /// Prefix of the Neutron port name Octavia's OVN provider gives a load-balancer VIP port.

@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | Logical_Router_Port | `status includes {hosting-chassis: <system-id>}` (OVN >= 23.09), or `name == <lrp>` for each gateway the Southbound says is hosted here | exactly the local gateways |
 //! | Logical_Router | `ports includes <lrp uuid>` for each local gateway | exactly the local routers |
-//! | Logical_Switch_Port | `type == ""`, `type == "virtual"`, `type == "localnet"`; with tenant networks `external_ids includes {neutron:device_id: <router id>}` per local router | **no chassis condition is possible**: `options:requested-chassis` is a comma list during a live migration (`"node2,node1"`), and `includes` only matches a map value exactly, so a port migrating to or from this host would be missed. What can go is everything that is never exposed: `localport` (metadata, one per network), `router` ports of remote routers, `external`, `vtep`, … |
+//! | Logical_Switch_Port | `options includes {requested-chassis: <hostname>}`, `external_ids includes {neutron:host_id: <hostname>}`, `options includes {activation-strategy: rarp}`, `type == "localnet"`; with tenant networks `external_ids includes {neutron:device_id: <router id>}` and `{neutron:network_name: <switch>}` per local router and tenant switch behind it; `name == <neutron:vip_port_id>` per load balancer of a local router | the ports bound here, not every VM port of the cloud. `requested-chassis` is one hostname except during a live migration (`"src,dst"`, which `includes` cannot match: it compares whole map values): the source still matches `neutron:host_id` (Neutron moves it at the end), and the destination matches `activation-strategy=rarp`, which Neutron sets with the two-host list, so every migration in flight in the cloud is monitored (few rows). Neutron omits it for vhost-user (DPDK) ports: the destination of such a migration exposes the port when Neutron binds it there (`requested-chassis` = the destination alone), not during the copy; the source exposes it throughout. Virtual ports are bound by `neutron:host_id`. |
 //! | Logical_Switch | `ports includes <uuid>` for every localnet port (provider switches) and, with tenant networks, every router-interface port of a local router | the provider switches and the tenant switches behind local routers |
 //! | NAT | `gateway_port == <lrp uuid>` per local gateway (centralized FIPs); `logical_port == <port>` for each port listing this host with `neutron:port_fip` (distributed FIPs); `type == "snat"` when `require_snat_disabled_for_tenant_networks` | NAT has no router column: the NATs of a local router without `gateway_port` (Neutron before it set the column) could only be named by `_uuid`, which the agent's condition evaluator does not take; such rows are used when present but not asked for |
 //! | Load_Balancer | `external_ids includes {lr_ref: neutron-<id>}` and `{neutron:router_name: neutron-<id>}` per local router | Octavia's and the port forwardings' LBs of local routers (the values Octavia and Neutron write, exactly) |
@@ -38,8 +38,13 @@ pub enum NbClause {
     RouterHasPort(String),
     /// LSP `type == <type>`.
     LspType(String),
-    /// LSP `external_ids includes {neutron:device_id: <router id>}`.
-    LspDeviceId(String),
+    /// LSP `options includes {<key>: <value>}` (`requested-chassis`, `activation-strategy`).
+    LspOption { key: &'static str, value: String },
+    /// LSP `external_ids includes {<key>: <value>}` (`neutron:host_id`, `neutron:device_id`,
+    /// `neutron:network_name`).
+    LspExternalId { key: &'static str, value: String },
+    /// LSP `name == <name>`.
+    LspNamed(String),
     /// LS `ports includes <lsp uuid>`.
     SwitchHasPort(String),
     /// NAT `type == <type>`.
@@ -61,7 +66,10 @@ impl NbClause {
         match self {
             NbClause::LrpHostedOn(_) | NbClause::LrpNamed(_) => Lrp::TABLE,
             NbClause::RouterHasPort(_) => LogicalRouter::TABLE,
-            NbClause::LspType(_) | NbClause::LspDeviceId(_) => Lsp::TABLE,
+            NbClause::LspType(_)
+            | NbClause::LspOption { .. }
+            | NbClause::LspExternalId { .. }
+            | NbClause::LspNamed(_) => Lsp::TABLE,
             NbClause::SwitchHasPort(_) => LogicalSwitch::TABLE,
             NbClause::NatType(_) | NbClause::NatGatewayPort(_) | NbClause::NatLogicalPort(_) => {
                 Nat::TABLE
@@ -82,9 +90,13 @@ impl NbClause {
             NbClause::LrpNamed(n) => Clause::eq("name", n.as_str()),
             NbClause::RouterHasPort(u) => Clause::new("ports", Function::Includes, Uuid::parse(u)?),
             NbClause::LspType(t) => Clause::eq("type", t.as_str()),
-            NbClause::LspDeviceId(r) => {
-                Clause::new("external_ids", Function::Includes, pair(keys::DEVICE_ID, r))
+            NbClause::LspOption { key, value } => {
+                Clause::new("options", Function::Includes, pair(key, value))
             }
+            NbClause::LspExternalId { key, value } => {
+                Clause::new("external_ids", Function::Includes, pair(key, value))
+            }
+            NbClause::LspNamed(n) => Clause::eq("name", n.as_str()),
             NbClause::SwitchHasPort(u) => Clause::new("ports", Function::Includes, Uuid::parse(u)?),
             NbClause::NatType(t) => Clause::eq("type", t.as_str()),
             NbClause::NatGatewayPort(u) => Clause::eq("gateway_port", Uuid::parse(u)?),
@@ -152,10 +164,21 @@ impl NbConditionPolicy {
         hostname: &str,
         hosted: Option<&BTreeSet<String>>,
     ) -> BTreeSet<NbClause> {
-        let mut want: BTreeSet<NbClause> = ["", "virtual", LOCALNET]
-            .into_iter()
-            .map(|t| NbClause::LspType(t.to_owned()))
-            .collect();
+        let mut want = BTreeSet::from([
+            NbClause::LspType(LOCALNET.to_owned()),
+            NbClause::LspOption {
+                key: keys::REQUESTED_CHASSIS,
+                value: hostname.to_owned(),
+            },
+            NbClause::LspExternalId {
+                key: keys::HOST_ID,
+                value: hostname.to_owned(),
+            },
+            NbClause::LspOption {
+                key: keys::ACTIVATION_STRATEGY,
+                value: neutron::ACTIVATION_STRATEGY_RARP.to_owned(),
+            },
+        ]);
         match hosted {
             Some(names) => want.extend(names.iter().cloned().map(NbClause::LrpNamed)),
             None if self.lrp_status => {
@@ -192,10 +215,27 @@ impl NbConditionPolicy {
                     router_id: router_id.to_owned(),
                 });
             }
+            // An Octavia VIP port is bound nowhere: asked for by name.
+            for lb in model.lbs_of_router(router_id) {
+                if let Some(port) = lb.vip_port_id() {
+                    want.insert(NbClause::LspNamed(port.to_owned()));
+                }
+            }
             if self.follow_tenant_networks {
-                want.insert(NbClause::LspDeviceId(router_id.to_owned()));
+                want.insert(NbClause::LspExternalId {
+                    key: keys::DEVICE_ID,
+                    value: router_id.to_owned(),
+                });
                 for rif in model.router_interfaces(router_id) {
                     want.insert(NbClause::SwitchHasPort(rif.uuid.clone()));
+                    // Every VM of the tenant network, wherever it is bound (host mode), by the
+                    // key upstream itself finds a port's network with.
+                    if let Some(ls) = model.switch_of_port(&rif.uuid) {
+                        want.insert(NbClause::LspExternalId {
+                            key: keys::NETWORK_NAME,
+                            value: ls.name.clone(),
+                        });
+                    }
                 }
             }
         }
@@ -206,12 +246,13 @@ impl NbConditionPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ovn::nb::model::{ROUTER, VIRTUAL};
+    use crate::ovn::nb::model::ROUTER;
 
     const GW: &str = "aaaaaaaa-0000-0000-0000-000000000001";
     const LN: &str = "aaaaaaaa-0000-0000-0000-000000000002";
     const RIF: &str = "aaaaaaaa-0000-0000-0000-000000000003";
     const OTHER_RIF: &str = "aaaaaaaa-0000-0000-0000-000000000004";
+    const TENANT_LS: &str = "aaaaaaaa-0000-0000-0000-000000000005";
 
     fn model() -> NbModel {
         let mut m = NbModel::default();
@@ -248,6 +289,21 @@ mod tests {
                 .insert(keys::DEVICE_ID.into(), router.into());
             m.upsert_lsp(rif);
         }
+        m.upsert_switch(LogicalSwitch {
+            uuid: TENANT_LS.into(),
+            name: "neutron-t1".into(),
+            ports: vec![RIF.into()],
+        });
+        let mut lb = LoadBalancer {
+            uuid: "lb".into(),
+            name: "octavia-lb".into(),
+            ..Default::default()
+        };
+        lb.external_ids
+            .insert(keys::LB_LR_REF.into(), "neutron-r1".into());
+        lb.external_ids
+            .insert(keys::LB_VIP_PORT_ID.into(), "vip-port".into());
+        m.upsert_lb(lb);
         let mut vm = Lsp {
             uuid: "vm".into(),
             name: "vm1".into(),
@@ -265,16 +321,27 @@ mod tests {
 
     fn base() -> BTreeSet<NbClause> {
         BTreeSet::from([
-            C::LspType(String::new()),
-            C::LspType(VIRTUAL.into()),
             C::LspType(LOCALNET.into()),
+            C::LspOption {
+                key: keys::REQUESTED_CHASSIS,
+                value: "node1".into(),
+            },
+            C::LspExternalId {
+                key: keys::HOST_ID,
+                value: "node1".into(),
+            },
+            C::LspOption {
+                key: keys::ACTIVATION_STRATEGY,
+                value: "rarp".into(),
+            },
             C::SwitchHasPort(LN.into()),
             C::NatLogicalPort("vm1".into()),
         ])
     }
 
-    fn router_clauses() -> [NbClause; 4] {
+    fn router_clauses() -> [NbClause; 5] {
         [
+            C::LspNamed("vip-port".into()),
             C::RouterHasPort(GW.into()),
             C::NatGatewayPort(GW.into()),
             C::LbRouter {
@@ -307,8 +374,15 @@ mod tests {
             ..p
         };
         expect.extend([
-            C::LspDeviceId("r1".into()),
+            C::LspExternalId {
+                key: keys::DEVICE_ID,
+                value: "r1".into(),
+            },
             C::SwitchHasPort(RIF.into()),
+            C::LspExternalId {
+                key: keys::NETWORK_NAME,
+                value: "neutron-t1".into(),
+            },
             C::NatType(SNAT.into()),
         ]);
         assert_eq!(p.wanted(&m, "sys-1", "node1", None), expect);
