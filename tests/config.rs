@@ -176,6 +176,7 @@ fn upstream_conf_with_every_option_is_read() {
     assert_eq!(c.linux.nic_device_kind, "ifb");
     assert_eq!(c.linux.rule_priority, 1000);
     assert_eq!(c.linux.netns.as_deref(), Some("chassis-1"));
+    assert!(c.ovn.nb_watch_all_vm_ports);
     assert_eq!(c.policy.min_prefix_length_ipv4, 12);
     assert_eq!(c.policy.min_prefix_length_ipv6, 48);
 

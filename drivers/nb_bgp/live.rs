@@ -67,7 +67,7 @@ impl Driver for NbBgpDriver {
                 "local chassis"
             );
         }
-        let session = NbSession::start(&self.config, identity, policy(&self.options))
+        let session = NbSession::start(&self.config, identity, policy(&self.config, &self.options))
             .await
             .map_err(failed)?;
         self.session = Some(session);

@@ -39,11 +39,12 @@ pub fn nb_options(config: &AgentConfig) -> NbOptions {
 
 /// The Northbound condition policy of these options (`lrp_status` is set by the session from
 /// the server's schema).
-pub fn policy(options: &NbOptions) -> NbConditionPolicy {
+pub fn policy(config: &AgentConfig, options: &NbOptions) -> NbConditionPolicy {
     NbConditionPolicy {
         lrp_status: false,
         follow_tenant_networks: options.tenant.enabled(),
         snat_rules: options.require_snat_disabled_for_tenant_networks,
+        all_vm_ports: config.ovn.nb_watch_all_vm_ports,
     }
 }
 

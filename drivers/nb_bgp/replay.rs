@@ -33,7 +33,7 @@ pub fn start(input: &ReplayInput) -> Result<Box<dyn ReplayDriver>, PluginError> 
     let options = nb_options(&input.config);
     Ok(Box::new(NbBgpReplay {
         local: super::live::local_chassis(&input.identity),
-        policy_base: policy(&options),
+        policy_base: policy(&input.config, &options),
         lrp_status: Cell::new(false),
         options,
         hosted: None,

@@ -119,6 +119,9 @@ pub struct OvnSection {
     pub ovn_nb_certificate: String,
     pub ovn_nb_ca_cert: String,
     pub ovn_nb_connection: Option<String>,
+    /// (New) NB driver: monitor every VM port (type `""`/`virtual`) of the Northbound instead
+    /// of the ports bound here, for live migrations written without `activation-strategy`.
+    pub nb_watch_all_vm_ports: bool,
 }
 
 impl Default for OvnSection {
@@ -132,6 +135,7 @@ impl Default for OvnSection {
             ovn_nb_certificate: "/etc/pki/tls/certs/ovn_bgp_agent.crt".to_owned(),
             ovn_nb_ca_cert: "/etc/ipa/ca.crt".to_owned(),
             ovn_nb_connection: None,
+            nb_watch_all_vm_ports: false,
         }
     }
 }

@@ -310,6 +310,12 @@ pub static OPTIONS: &[OptSpec] = &[
         OptType::Connection,
         "OVN NB database remote; unset: the local OVS external_ids:ovn-nb-remote.",
     ))),
+    new(opt(
+        "ovn",
+        "nb_watch_all_vm_ports",
+        OptType::Bool,
+        "NB driver: monitor every VM port of the Northbound, as upstream does, so that the destination of a live migration Neutron writes without activation-strategy (vhost-user ports, or live_migration_activation_strategy = \"\") exposes the port during the copy; memory and start time then grow with the cloud.",
+    )),
     // [local_ovn_cluster]
     opt(
         "local_ovn_cluster",

@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | Logical_Router_Port | `status includes {hosting-chassis: <system-id>}` (OVN >= 23.09), or `name == <lrp>` for each gateway the Southbound says is hosted here | exactly the local gateways |
 //! | Logical_Router | `ports includes <lrp uuid>` for each local gateway | exactly the local routers |
-//! | Logical_Switch_Port | `options includes {requested-chassis: <hostname>}`, `external_ids includes {neutron:host_id: <hostname>}`, `options includes {activation-strategy: rarp}`, `type == "localnet"`; with tenant networks `external_ids includes {neutron:device_id: <router id>}` and `{neutron:network_name: <switch>}` per local router and tenant switch behind it; `name == <neutron:vip_port_id>` per load balancer of a local router | the ports bound here, not every VM port of the cloud. `requested-chassis` is one hostname except during a live migration (`"src,dst"`, which `includes` cannot match: it compares whole map values): the source still matches `neutron:host_id` (Neutron moves it at the end), and the destination matches `activation-strategy=rarp`, which Neutron sets with the two-host list, so every migration in flight in the cloud is monitored (few rows). Neutron omits it for vhost-user (DPDK) ports: the destination of such a migration exposes the port when Neutron binds it there (`requested-chassis` = the destination alone), not during the copy; the source exposes it throughout. Virtual ports are bound by `neutron:host_id`. |
+//! | Logical_Switch_Port | `options includes {requested-chassis: <hostname>}`, `external_ids includes {neutron:host_id: <hostname>}`, `options includes {activation-strategy: rarp}`, `type == "localnet"`; with tenant networks `external_ids includes {neutron:device_id: <router id>}` and `{neutron:network_name: <switch>}` per local router and tenant switch behind it; `name == <neutron:vip_port_id>` per load balancer of a local router | the ports bound here, not every VM port of the cloud. `requested-chassis` is one hostname except during a live migration (`"src,dst"`, which `includes` cannot match: it compares whole map values): the source still matches `neutron:host_id` (Neutron moves it at the end), and the destination matches `activation-strategy=rarp`, which Neutron sets with the two-host list, so every migration in flight in the cloud is monitored (few rows). Neutron omits it for vhost-user (DPDK) ports: the destination of such a migration exposes the port when Neutron binds it there (`requested-chassis` = the destination alone), not during the copy; the source exposes it throughout (so does Neutron's `[ovn] live_migration_activation_strategy = ""`). `[ovn] nb_watch_all_vm_ports = true` adds `type == ""` and `type == "virtual"`, upstream's view, at a memory and start-time cost that grows with the cloud. Virtual ports are bound by `neutron:host_id`. |
 //! | Logical_Switch | `ports includes <uuid>` for every localnet port (provider switches) and, with tenant networks, every router-interface port of a local router | the provider switches and the tenant switches behind local routers |
 //! | NAT | `gateway_port == <lrp uuid>` per local gateway (centralized FIPs); `logical_port == <port>` for each port listing this host with `neutron:port_fip` (distributed FIPs); `type == "snat"` when `require_snat_disabled_for_tenant_networks` | NAT has no router column: the NATs of a local router without `gateway_port` (Neutron before it set the column) could only be named by `_uuid`, which the agent's condition evaluator does not take; such rows are used when present but not asked for |
 //! | Load_Balancer | `external_ids includes {lr_ref: neutron-<id>}` and `{neutron:router_name: neutron-<id>}` per local router | Octavia's and the port forwardings' LBs of local routers (the values Octavia and Neutron write, exactly) |
@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{
     LOCALNET, LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel, SNAT,
+    VIRTUAL,
 };
 use crate::caps::ovsdb::{Clause, Datum, Function, MonitorCondition, Uuid};
 use crate::ovn::neutron::{self, keys};
@@ -152,6 +153,9 @@ pub struct NbConditionPolicy {
     pub follow_tenant_networks: bool,
     /// `require_snat_disabled_for_tenant_networks`: the routers' SNAT rules are needed.
     pub snat_rules: bool,
+    /// `[ovn] nb_watch_all_vm_ports`: every VM and virtual port of the cloud too (upstream's
+    /// view), for migrations written without `activation-strategy`.
+    pub all_vm_ports: bool,
 }
 
 impl NbConditionPolicy {
@@ -179,6 +183,10 @@ impl NbConditionPolicy {
                 value: neutron::ACTIVATION_STRATEGY_RARP.to_owned(),
             },
         ]);
+        if self.all_vm_ports {
+            want.insert(NbClause::LspType(String::new()));
+            want.insert(NbClause::LspType(VIRTUAL.to_owned()));
+        }
         match hosted {
             Some(names) => want.extend(names.iter().cloned().map(NbClause::LrpNamed)),
             None if self.lrp_status => {
@@ -362,6 +370,7 @@ mod tests {
             lrp_status: true,
             follow_tenant_networks: false,
             snat_rules: true,
+            all_vm_ports: false,
         };
         let mut expect = base();
         expect.insert(C::LrpHostedOn("sys-1".into()));
@@ -401,6 +410,7 @@ mod tests {
             lrp_status: false,
             follow_tenant_networks: false,
             snat_rules: false,
+            all_vm_ports: false,
         };
         // Nothing hosted known: no LRP clause at all (an empty condition selects nothing).
         assert_eq!(p.wanted(&m, "sys-1", "node1", None), base());
@@ -431,6 +441,26 @@ mod tests {
                 ]
             ])
         );
+    }
+
+    #[test]
+    fn watching_all_vm_ports_adds_the_type_clauses_and_nothing_else() {
+        let m = model();
+        let narrow = NbConditionPolicy {
+            lrp_status: true,
+            follow_tenant_networks: false,
+            snat_rules: false,
+            all_vm_ports: false,
+        };
+        let wide = NbConditionPolicy {
+            all_vm_ports: true,
+            ..narrow.clone()
+        };
+        let mut expect = narrow.wanted(&m, "sys-1", "node1", None);
+        assert!(!expect.contains(&C::LspType(String::new())));
+        expect.insert(C::LspType(String::new()));
+        expect.insert(C::LspType(VIRTUAL.into()));
+        assert_eq!(wide.wanted(&m, "sys-1", "node1", None), expect);
     }
 
     #[test]
