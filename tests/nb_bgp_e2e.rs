@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agent_fixture::Agent;
 use lab_fixture::{
-    CONVERGENCE_TIMEOUT, Lab, gateway_moves_away_and_back, has, require_root, wait_for, wait_tor,
+    CONVERGENCE_TIMEOUT, Lab, gateway_hands_over_and_back, has, require_root, wait_for, wait_tor,
 };
 
 /// The NB driver on the lab's configuration; short intervals so repairs are observable.
@@ -181,7 +181,7 @@ fn gateway_failover(up_env: &[(&str, &str)], gateway_source: &str) {
         "external_ids:\"neutron:fip-distributed\"=False",
     ]);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
-    gateway_moves_away_and_back(&lab, &mut || agent.assert_running());
+    gateway_hands_over_and_back(&lab, &mut || agent.assert_running());
     assert!(
         agent.log().contains(gateway_source),
         "the agent reads the gateways from {gateway_source}:\n{}",

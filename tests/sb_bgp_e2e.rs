@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agent_fixture::Agent;
 use lab_fixture::{
-    CONVERGENCE_TIMEOUT, Lab, OVN_25_03, gateway_moves_away_and_back, has, require_root, wait_for,
+    CONVERGENCE_TIMEOUT, Lab, OVN_25_03, gateway_hands_over_and_back, has, require_root, wait_for,
     wait_tor,
 };
 
@@ -332,5 +332,5 @@ fn gateway_failover(up_env: &[(&str, &str)]) {
     require_root();
     let lab = Lab::start_with_env(up_env);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
-    gateway_moves_away_and_back(&lab, &mut || agent.assert_running());
+    gateway_hands_over_and_back(&lab, &mut || agent.assert_running());
 }
