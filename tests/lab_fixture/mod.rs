@@ -685,54 +685,55 @@ pub(crate) fn gateway_hands_over_and_back(lab: &Lab, check_agent: &mut dyn FnMut
     );
     check_agent();
 
-    // 1. Handover by priority.
-    let moved = Instant::now();
-    lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis2, "20"]);
-    hosted_on(&chassis2);
-    eprintln!(
-        "{cr_lrp} claimed by {chassis2} {:.2} s after its priority went up",
-        moved.elapsed().as_secs_f64()
+    // Chassis 2 claims the port after `act`, chassis 1's agent withdraws the gateway.
+    let hand_over = |what: &str, act: &dyn Fn(), keep_vm: bool| {
+        let started = Instant::now();
+        act();
+        hosted_on(&chassis2);
+        eprintln!(
+            "{cr_lrp} claimed by {chassis2} {:.2} s after {what}",
+            started.elapsed().as_secs_f64()
+        );
+        withdrawn_from_chassis_1(keep_vm);
+        eprintln!(
+            "withdrawn at the ToR {:.2} s after {what}",
+            started.elapsed().as_secs_f64()
+        );
+    };
+    // Chassis 1 claims the port back after `act`, its agent exposes the gateway again.
+    let take_back = |what: &str, act: &dyn Fn()| {
+        let started = Instant::now();
+        act();
+        hosted_on(&chassis1);
+        exposed_on_chassis_1();
+        eprintln!(
+            "claimed back by {chassis1} and re-exposed at the ToR {:.2} s after {what}",
+            started.elapsed().as_secs_f64()
+        );
+    };
+
+    // 1. By priority (chassis 2 claims only with BFD up to chassis 1).
+    hand_over(
+        "chassis 2's priority went up",
+        &|| drop(lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis2, "20"])),
+        true,
     );
     lab.wait_bfd_up_between_the_chassis();
-    withdrawn_from_chassis_1(true);
-    eprintln!(
-        "withdrawn at the ToR {:.2} s after the priority change",
-        moved.elapsed().as_secs_f64()
-    );
+    check_agent();
+    take_back("chassis 1's priority went up", &|| {
+        drop(lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis1, "30"]))
+    });
     check_agent();
 
-    let back = Instant::now();
-    lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis1, "30"]);
-    hosted_on(&chassis1);
-    exposed_on_chassis_1();
-    eprintln!(
-        "claimed back by {chassis1} and re-exposed at the ToR {:.2} s after its priority went up",
-        back.elapsed().as_secs_f64()
+    // 2. By failure: chassis 1's ovn-controller leaves SB (its VM bindings go with it).
+    hand_over(
+        "chassis 1's ovn-controller exited",
+        &|| drop(lab.restart(&["--exit", "--down", "ovn-controller"])),
+        false,
     );
     check_agent();
-
-    // 2. Handover by failure: chassis 1's ovn-controller leaves SB.
-    let failed = Instant::now();
-    lab.restart(&["--exit", "--down", "ovn-controller"]);
-    hosted_on(&chassis2);
-    eprintln!(
-        "{cr_lrp} claimed by {chassis2} {:.2} s after chassis 1's ovn-controller exited",
-        failed.elapsed().as_secs_f64()
-    );
-    withdrawn_from_chassis_1(false);
-    eprintln!(
-        "withdrawn at the ToR {:.2} s after the exit",
-        failed.elapsed().as_secs_f64()
-    );
-    check_agent();
-
-    let recovered = Instant::now();
-    lab.restart(&["--up", "ovn-controller"]);
-    hosted_on(&chassis1);
-    exposed_on_chassis_1();
-    eprintln!(
-        "claimed back by {chassis1} and re-exposed at the ToR {:.2} s after ovn-controller started",
-        recovered.elapsed().as_secs_f64()
-    );
+    take_back("chassis 1's ovn-controller started", &|| {
+        drop(lab.restart(&["--up", "ovn-controller"]))
+    });
     check_agent();
 }
