@@ -624,7 +624,7 @@ OVN BGP lab is up in $(elapsed) s  (LAB_DIR=$LAB_DIR)
   OVN SB        $(sb_unix_remotes)   $(sb_tcp_remotes)
   local OVS     unix:$OVS_SOCK  (OVS_RUNDIR=$OVS_DIR; ovs-vswitchd + ovn-controller in netns $NS_CHASSIS)
   chassis       system-id $CHASSIS_NAME, hostname $CHASSIS_HOSTNAME
-$( ((LAB_CHASSIS2)) && printf '  chassis 2     system-id %s, hostname %s: unix:%s, netns %s\n' "$CHASSIS2_NAME" "$CHASSIS2_HOSTNAME" "$OVS2_SOCK" "$NS_CHASSIS2")
+$( ((LAB_CHASSIS2)) && printf '  chassis 2     system-id %s, hostname %s: unix:%s, netns %s\n  geneve        %s (chassis 1, br-phy) <-> %s (chassis 2, br-phy); ovs-appctl -t %s/ovs-vswitchd.ctl bfd/show\n' "$CHASSIS2_NAME" "$CHASSIS2_HOSTNAME" "$OVS2_SOCK" "$NS_CHASSIS2" "$CHASSIS_ENCAP_IP4" "$CHASSIS2_ENCAP_IP4" "$OVS_DIR")
   netns         $NS_CHASSIS ($LINK_CHASSIS_IF $CHASSIS_IP4/$LINK_PLEN4, AS $CHASSIS_AS)  <->  $NS_TOR ($LINK_TOR_IF $TOR_IP4/$LINK_PLEN4, AS $TOR_AS)
 
   vtysh (chassis)   vtysh --vty_socket $VTY_CHASSIS --config_dir $FRR_CHASSIS_DIR
