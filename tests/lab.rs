@@ -4,11 +4,15 @@
 //!
 //! Runs as root. Uses its own LAB_DIR, netns prefix and TCP ports (see `lab_fixture`).
 
+// Real daemons run on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
 mod lab_fixture;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
+use std::time::Instant;
 
 use lab_fixture::{
     CONVERGENCE_TIMEOUT, Lab, OVN_25_03, netns_names, process_alive, require_root, run_ok, wait_for,
@@ -247,10 +251,14 @@ fn lab_on_ovn_25_03_runs_ovn_from_the_chroot_northd_hosts_the_gateway_and_tears_
 }
 
 /// `LAB_CHASSIS2=1`: a second chassis (own OVS database, ovs-vswitchd and ovn-controller in its
-/// own netns) registers in SB next to the first with its own system-id and hostname, while the
-/// first keeps every binding; restart.sh restarts its ovn-controller; down.sh removes it all.
+/// own netns) registers in SB next to the first with its own system-id, hostname and geneve
+/// endpoint, while the first keeps every binding; once both are gateway chassis of the router's
+/// port, BFD over the geneve tunnel between them is up on both sides, also after each
+/// ovs-vswitchd restarted (restart.sh puts the encap IP back on br-phy); `restart.sh --exit`
+/// takes chassis 2 out of SB, plain restart.sh restarts its ovn-controller; down.sh removes it
+/// all.
 #[test]
-fn lab_with_a_second_chassis_registers_both_in_sb_and_tears_down() {
+fn lab_with_a_second_chassis_registers_both_in_sb_with_a_working_tunnel_and_tears_down() {
     require_root();
     let mut lab = Lab::start_with_env(&[("LAB_CHASSIS2", "1")]);
     eprintln!(
@@ -305,7 +313,74 @@ fn lab_with_a_second_chassis_registers_both_in_sb_and_tears_down() {
     wait_both_registered(&lab);
     // The first chassis still holds every binding (the second hosts nothing).
     sb_has_chassis_and_bound_ports(&lab);
+    let mut encaps: Vec<(String, String, String)> = lab
+        .sb_rows("Encap", &["chassis_name", "type", "ip"])
+        .iter()
+        .map(|r| {
+            let text = |c: &str| r[c].as_str().unwrap_or_default().to_owned();
+            (text("chassis_name"), text("type"), text("ip"))
+        })
+        .collect();
+    encaps.sort();
+    let geneve = |name: &str, ip: &str| {
+        (
+            lab.env(name).to_owned(),
+            "geneve".to_owned(),
+            lab.env(ip).to_owned(),
+        )
+    };
+    assert_eq!(
+        encaps,
+        vec![
+            geneve("CHASSIS_NAME", "CHASSIS_ENCAP_IP4"),
+            geneve("CHASSIS2_NAME", "CHASSIS2_ENCAP_IP4")
+        ]
+    );
 
+    // Chassis 2 as a lower-priority gateway chassis: OVN turns BFD on between the two, the
+    // gateway stays on chassis 1.
+    let lrp = format!("lrp-{}", lab.env("GW_PORT_ID"));
+    lab.nbctl(&[
+        "lrp-set-gateway-chassis",
+        &lrp,
+        lab.env("CHASSIS2_NAME"),
+        "0",
+    ]);
+    let started = Instant::now();
+    lab.wait_bfd_up_between_the_chassis();
+    eprintln!(
+        "BFD up {:.2} s after chassis 2 became a gateway chassis",
+        started.elapsed().as_secs_f64()
+    );
+    for vswitchd in ["ovs-vswitchd", "ovs-vswitchd-2"] {
+        lab.restart(&[vswitchd]);
+        let started = Instant::now();
+        lab.wait_bfd_up_between_the_chassis();
+        eprintln!(
+            "BFD up {:.2} s after restart.sh {vswitchd}",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    // (Chassis 1 lets the port go while it has no BFD session up, and takes it back.)
+    lab.wait_sb_bound(
+        "the gateway on chassis 1 (the higher priority)",
+        &format!("cr-{lrp}"),
+        lab.env("CHASSIS_NAME"),
+    );
+
+    lab.restart(&["--exit", "--down", "ovn-controller-2"]);
+    let names: Vec<String> = lab
+        .sb_rows("Chassis", &["name"])
+        .iter()
+        .map(|r| r["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        vec![lab.env("CHASSIS_NAME").to_owned()],
+        "chassis 2 left SB on exit"
+    );
+    lab.restart(&["--up", "ovn-controller-2"]);
+    wait_both_registered(&lab);
     lab.restart(&["--kill", "ovn-controller-2"]);
     wait_both_registered(&lab);
     let status = lab.status();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agent_fixture::Agent;
 use lab_fixture::{
-    CONVERGENCE_TIMEOUT, Lab, gateway_moves_away_and_back, has, require_root, wait_for, wait_tor,
+    CONVERGENCE_TIMEOUT, Lab, gateway_hands_over_and_back, has, require_root, wait_for, wait_tor,
 };
 
 /// The NB driver on the lab's configuration; short intervals so repairs are observable.
@@ -183,14 +183,12 @@ fn on_ovn_25_03_moving_the_gateway_away_and_back_follows_lrp_status() {
     );
 }
 
-/// The agent runs on chassis 1, the router's gateway port is scheduled there (priority 1). Giving
-/// chassis 2 a higher priority (20) moves the gateway away: chassis 1's ovn-controller releases
-/// `cr-lrp-<gw port>`. The lab has no tunnel traffic between the two chassis (no BFD), and
-/// chassis 2 does not claim the port then: the SB binding is left empty (observed on 23.03 and
-/// 25.03), which for chassis 1 is the same as "hosted elsewhere". The gateway IPs and the
-/// centralized FIP are withdrawn from the ToR and chassis 1's kernel while the provider VM (bound
-/// here, not behind the router) stays; removing chassis 2's entry brings the gateway back to
-/// chassis 1 and everything is exposed again.
+/// The agent runs on chassis 1, where the router's gateway port is scheduled (priority 1); the
+/// lab's two chassis have a geneve tunnel, so BFD runs between them. The gateway is handed over
+/// to chassis 2 for real (its ovn-controller claims `cr-lrp-<gw port>` in SB; on OVN 25.03 the
+/// NB LRP's `status:hosting-chassis` says chassis 2) twice, by a higher priority and by chassis
+/// 1's ovn-controller leaving SB, and comes back each time: the gateway IPs and the centralized
+/// FIP go from the ToR and chassis 1's bgp-nic and come back (`gateway_hands_over_and_back`).
 fn gateway_failover(up_env: &[(&str, &str)], gateway_source: &str) {
     require_root();
     let lab = Lab::start_with_env(up_env);
@@ -201,7 +199,7 @@ fn gateway_failover(up_env: &[(&str, &str)], gateway_source: &str) {
         "external_ids:\"neutron:fip-distributed\"=False",
     ]);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
-    gateway_moves_away_and_back(&lab, &mut || agent.assert_running());
+    gateway_hands_over_and_back(&lab, &mut || agent.assert_running());
     assert!(
         agent.log().contains(gateway_source),
         "the agent reads the gateways from {gateway_source}:\n{}",

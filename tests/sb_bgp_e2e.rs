@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agent_fixture::Agent;
 use lab_fixture::{
-    CONVERGENCE_TIMEOUT, Lab, OVN_25_03, gateway_moves_away_and_back, has, require_root, wait_for,
+    CONVERGENCE_TIMEOUT, Lab, OVN_25_03, gateway_hands_over_and_back, has, require_root, wait_for,
     wait_tor,
 };
 
@@ -322,15 +322,15 @@ fn on_ovn_25_03_moving_the_gateway_away_and_back_withdraws_and_re_exposes_it() {
     gateway_failover(&[("LAB_CHASSIS2", "1"), OVN_25_03[0]]);
 }
 
-/// The agent runs on chassis 1, where the router's gateway port is scheduled (priority 1).
-/// Giving chassis 2 priority 20 makes chassis 1's ovn-controller release `cr-lrp-<gw port>`;
-/// the lab has no tunnel traffic (no BFD) between the chassis and chassis 2 does not claim it,
-/// so the SB binding is left empty — for chassis 1 the same as "hosted elsewhere". The gateway
-/// IPs and the centralized FIP go from the ToR and chassis 1's bgp-nic, the provider VM (bound
-/// here, not behind the router) stays; deleting chassis 2's entry brings everything back.
+/// The agent runs on chassis 1, where the router's gateway port is scheduled (priority 1); the
+/// lab's two chassis have a geneve tunnel, so BFD runs between them. The gateway is handed over
+/// to chassis 2 for real (its ovn-controller claims `cr-lrp-<gw port>` in SB; on OVN 25.03 the
+/// NB LRP's `status:hosting-chassis` says chassis 2) twice, by a higher priority and by chassis
+/// 1's ovn-controller leaving SB, and comes back each time: the gateway IPs and the centralized
+/// FIP go from the ToR and chassis 1's bgp-nic and come back (`gateway_hands_over_and_back`).
 fn gateway_failover(up_env: &[(&str, &str)]) {
     require_root();
     let lab = Lab::start_with_env(up_env);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
-    gateway_moves_away_and_back(&lab, &mut || agent.assert_running());
+    gateway_hands_over_and_back(&lab, &mut || agent.assert_running());
 }

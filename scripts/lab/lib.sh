@@ -22,7 +22,7 @@
 #                     (localnet port tag), so the agent creates br-ex.<id> (needs 8021q)
 #   LAB_CHASSIS2      0 (default); 1: a second chassis (its own OVS and ovn-controller, system-id
 #                     lab-chassis-2) in netns ${LAB_NS_PREFIX}chassis2, registered in SB, hosting
-#                     nothing yet (for gateway failover tests)
+#                     nothing yet, with a geneve tunnel to chassis 1 (for gateway failover tests)
 #   LAB_OVN           system (default): the host's OVN/OVS packages (Debian 12: OVN 23.03, OVS 3.1);
 #                     25.03: OVN central, northd, ovn-controller and its OVS from Debian 13's
 #                     packages (OVN 25.03, OVS 3.5) in a cached chroot (see ovn-chroot.sh); FRR,
@@ -87,8 +87,18 @@ CHASSIS_NAME=lab-chassis-1
 CHASSIS_HOSTNAME=lab-chassis-1.lab.example
 CHASSIS2_NAME=lab-chassis-2
 CHASSIS2_HOSTNAME=lab-chassis-2.lab.example
-# Its geneve endpoint: nothing carries tunnel traffic between the two chassis (yet).
-CHASSIS2_ENCAP_IP4=100.64.0.5
+# Geneve between the two chassis (LAB_CHASSIS2=1). With the userspace datapath, OVS routes tunnel
+# packets itself (its route table caches the kernel routes of its netns) and sends them out of the
+# OVS bridge whose internal port owns the route, so each chassis' ovn-encap-ip sits on the internal
+# port of its own bridge br-phy, and the two br-phy are joined by a veth pair (one end a port of
+# each). ARP for the tunnel peers goes through br-phy too (OVS snoops the replies). Without a
+# second chassis, chassis 1's encap IP is its ToR address: nothing to tunnel to.
+TUNNEL_BRIDGE=br-phy
+TUNNEL_CHASSIS_IF=eth-chassis2   # in $NS_CHASSIS, a port of its br-phy
+TUNNEL_CHASSIS2_IF=eth-chassis1  # in $NS_CHASSIS2, a port of its br-phy
+CHASSIS_TUNNEL_IP4=100.64.1.1
+CHASSIS2_ENCAP_IP4=100.64.1.2
+TUNNEL_PLEN4=24
 
 # The chassis <-> ToR link (inside the two netns only).
 LINK_CHASSIS_IF=eth-tor      # in $NS_CHASSIS
@@ -414,6 +424,16 @@ start_ovs_vswitchd() {
 bring_up_br_ex() {
     wait_until "br-ex device in $NS_CHASSIS" "$OVS_DIR/ovs-vswitchd.log" ip -n "$NS_CHASSIS" link show dev br-ex
     ip -n "$NS_CHASSIS" link set br-ex up
+}
+
+# bring_up_tunnel_bridge NETNS IP LOG: br-phy of a chassis has its encap IP and is up. (With the
+# userspace datapath the internal port is a tap device of ovs-vswitchd, which a restarted
+# ovs-vswitchd re-creates down; a kill may leave the old one, address and all: hence replace.)
+bring_up_tunnel_bridge() {
+    local ns=$1 ip=$2 log=$3
+    wait_until "$TUNNEL_BRIDGE device in $ns" "$log" ip -n "$ns" link show dev "$TUNNEL_BRIDGE"
+    ip -n "$ns" addr replace "$ip/$TUNNEL_PLEN4" dev "$TUNNEL_BRIDGE"
+    ip -n "$ns" link set "$TUNNEL_BRIDGE" up
 }
 
 start_ovn_controller() {

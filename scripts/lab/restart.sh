@@ -15,9 +15,14 @@
 #   frr-chassis   zebra + bgpd of the chassis; they read zebra.conf/bgpd.conf at start, so they
 #                 come back with the operator configuration only (not what the agent added)
 #   frr-tor       the same for the ToR
-#   ovs-vswitchd  also brings br-ex up again once ovs-vswitchd re-created it (see lib.sh)
+#   ovs-vswitchd  also brings br-ex (and br-phy, with a second chassis) up again once
+#                 ovs-vswitchd re-created it (see lib.sh)
 #
 # --kill   SIGKILL at once (a crash) instead of SIGTERM (SIGKILL after 5 s)
+# --exit   ovn-controller, ovn-controller-2 only: stop it the way `ovn-ctl stop_controller`
+#          (systemctl stop ovn-controller) does, `ovs-appctl -t ovn-controller exit`: it removes
+#          its chassis from SB (Chassis, Encap, its tunnels) before it ends. SIGTERM and SIGKILL
+#          leave the chassis registered.
 # --down   only stop it
 # --up     only start it (it must not be running)
 #
@@ -33,10 +38,11 @@ usage() {
     exit 2
 }
 
-grace=5 do_stop=1 do_start=1 component=""
+grace=5 do_stop=1 do_start=1 unregister=0 component=""
 while (($#)); do
     case $1 in
     --kill) grace=0 ;;
+    --exit) unregister=1 ;;
     --down) do_start=0 ;;
     --up) do_stop=0 ;;
     -h | --help) usage ;;
@@ -50,6 +56,7 @@ while (($#)); do
 done
 [[ -n $component ]] || usage
 ((do_stop || do_start)) || die "--down and --up exclude each other"
+((unregister && !grace)) && die "--exit and --kill exclude each other"
 
 [[ $(id -u) -eq 0 ]] || die "restart.sh must run as root"
 load_lab_settings
@@ -87,9 +94,15 @@ start_component() {
     ovs-vswitchd)
         start_ovs_vswitchd
         bring_up_br_ex
+        if ((LAB_CHASSIS2)); then
+            bring_up_tunnel_bridge "$NS_CHASSIS" "$CHASSIS_TUNNEL_IP4" "$OVS_DIR/ovs-vswitchd.log"
+        fi
         ;;
     ovn-controller) start_ovn_controller ;;
-    ovs-vswitchd-2) start_chassis2_vswitchd ;;
+    ovs-vswitchd-2)
+        start_chassis2_vswitchd
+        bring_up_tunnel_bridge "$NS_CHASSIS2" "$CHASSIS2_ENCAP_IP4" "$OVS2_DIR/ovs-vswitchd.log"
+        ;;
     ovn-controller-2) start_chassis2_controller ;;
     frr-chassis) frr_start chassis "$NS_CHASSIS" "$FRR_CHASSIS_DIR" ;;
     frr-tor) frr_start tor "$NS_TOR" "$FRR_TOR_DIR" ;;
@@ -122,7 +135,29 @@ sb | nb | northd | ovs-vswitchd | ovn-controller | frr-chassis | frr-tor) ;;
 *) die "unknown component $component (see restart.sh --help)" ;;
 esac
 
-if ((do_stop)); then
+# unregister_ovn_controller PIDFILE RUNDIR: `exit` through its control socket (RUNDIR/
+# ovn-controller.<pid>.ctl: OVN 23.03's ovn-controller has no --unixctl), then wait until it ended.
+unregister_ovn_controller() {
+    local pidfile=$1 rundir=$2 pid
+    pid_alive "$pidfile" || { log "$(basename "$pidfile" .pid) is not running"; return 0; }
+    pid=$(<"$pidfile")
+    log "unregistering ovn-controller (pid $pid) from SB: ovs-appctl exit"
+    ovs-appctl -t "$rundir/ovn-controller.$pid.ctl" exit ||
+        die "ovn-controller (pid $pid) did not take exit on $rundir/ovn-controller.$pid.ctl"
+    local deadline=$((SECONDS + LAB_TIMEOUT))
+    while proc_running "$pid"; do
+        ((SECONDS < deadline)) || die "ovn-controller (pid $pid) still runs ${LAB_TIMEOUT}s after exit"
+        sleep 0.05
+    done
+}
+
+if ((do_stop && unregister)); then
+    case $component in
+    ovn-controller) unregister_ovn_controller "$OVN_DIR/ovn-controller.pid" "$OVN_DIR" ;;
+    ovn-controller-2) unregister_ovn_controller "$OVS2_DIR/ovn-controller.pid" "$OVS2_DIR" ;;
+    *) die "--exit is for ovn-controller and ovn-controller-2, not $component" ;;
+    esac
+elif ((do_stop)); then
     mapfile -t pidfiles < <(pidfiles_of "$component")
     for f in "${pidfiles[@]}"; do
         if pid_alive "$f"; then

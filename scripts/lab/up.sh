@@ -195,6 +195,8 @@ step "starting ovn-northd"
 start_northd
 
 # ---------------------------------------------------------------------------------------------
+# Chassis 1 tunnels from its br-phy when there is a chassis to tunnel to (see lib.sh).
+if ((LAB_CHASSIS2)); then CHASSIS_ENCAP_IP4=$CHASSIS_TUNNEL_IP4; else CHASSIS_ENCAP_IP4=$CHASSIS_IP4; fi
 step "starting the local OVS (ovsdb-server for conf.db, ovs-vswitchd in $NS_CHASSIS, datapath $OVS_DATAPATH)"
 ovn_run ovsdb-tool create "$OVS_DB" /usr/share/openvswitch/vswitch.ovsschema
 start_daemon "ovsdb-server (conf.db)" "$OVS_DIR/ovsdb-server.log" \
@@ -207,7 +209,7 @@ vsctl --no-wait set Open_vSwitch . \
     "external_ids:hostname=$CHASSIS_HOSTNAME" \
     "external_ids:ovn-remote=$(sb_unix_remotes)" \
     external_ids:ovn-encap-type=geneve \
-    "external_ids:ovn-encap-ip=$CHASSIS_IP4" \
+    "external_ids:ovn-encap-ip=$CHASSIS_ENCAP_IP4" \
     external_ids:ovn-bridge-mappings=public:br-ex \
     "external_ids:ovn-bridge-datapath-type=$OVS_DATAPATH"
 start_ovs_vswitchd
@@ -250,6 +252,18 @@ if ((LAB_CHASSIS2)); then
         -- set Bridge br-int "datapath_type=$OVS_DATAPATH" fail_mode=secure other_config:disable-in-band=true \
         -- --may-exist add-br br-ex -- set Bridge br-ex "datapath_type=$OVS_DATAPATH" ||
         die_with_log "ovs-vswitchd of chassis 2 did not create the bridges" "$OVS2_DIR/ovs-vswitchd.log"
+    step "joining the chassis' $TUNNEL_BRIDGE bridges for geneve ($CHASSIS_ENCAP_IP4 <-> $CHASSIS2_ENCAP_IP4)"
+    ip -n "$NS_CHASSIS" link add "$TUNNEL_CHASSIS_IF" type veth peer name "$TUNNEL_CHASSIS2_IF" netns "$NS_CHASSIS2"
+    ip -n "$NS_CHASSIS" link set "$TUNNEL_CHASSIS_IF" up
+    ip -n "$NS_CHASSIS2" link set "$TUNNEL_CHASSIS2_IF" up
+    vsctl -- --may-exist add-br "$TUNNEL_BRIDGE" -- set Bridge "$TUNNEL_BRIDGE" "datapath_type=$OVS_DATAPATH" \
+        -- --may-exist add-port "$TUNNEL_BRIDGE" "$TUNNEL_CHASSIS_IF" ||
+        die_with_log "ovs-vswitchd did not create $TUNNEL_BRIDGE" "$OVS_DIR/ovs-vswitchd.log"
+    vsctl2 -- --may-exist add-br "$TUNNEL_BRIDGE" -- set Bridge "$TUNNEL_BRIDGE" "datapath_type=$OVS_DATAPATH" \
+        -- --may-exist add-port "$TUNNEL_BRIDGE" "$TUNNEL_CHASSIS2_IF" ||
+        die_with_log "ovs-vswitchd of chassis 2 did not create $TUNNEL_BRIDGE" "$OVS2_DIR/ovs-vswitchd.log"
+    bring_up_tunnel_bridge "$NS_CHASSIS" "$CHASSIS_ENCAP_IP4" "$OVS_DIR/ovs-vswitchd.log"
+    bring_up_tunnel_bridge "$NS_CHASSIS2" "$CHASSIS2_ENCAP_IP4" "$OVS2_DIR/ovs-vswitchd.log"
     start_chassis2_controller
     chassis2_registered() { [[ -n $(sbctl --bare --columns=_uuid find Chassis "name=$CHASSIS2_NAME") ]]; }
     wait_until "SB Chassis $CHASSIS2_NAME" "$OVS2_DIR/ovn-controller.log" chassis2_registered
@@ -577,6 +591,8 @@ CHASSIS2_NAME=$CHASSIS2_NAME
 CHASSIS2_HOSTNAME=$CHASSIS2_HOSTNAME
 OVS2_SOCK=$OVS2_SOCK
 OVS2_RUNDIR=$OVS2_DIR
+CHASSIS_ENCAP_IP4=$CHASSIS_ENCAP_IP4
+CHASSIS2_ENCAP_IP4=$CHASSIS2_ENCAP_IP4
 CHASSIS_IP4=$CHASSIS_IP4
 TOR_IP4=$TOR_IP4
 CHASSIS_IP6=$CHASSIS_IP6
@@ -608,7 +624,7 @@ OVN BGP lab is up in $(elapsed) s  (LAB_DIR=$LAB_DIR)
   OVN SB        $(sb_unix_remotes)   $(sb_tcp_remotes)
   local OVS     unix:$OVS_SOCK  (OVS_RUNDIR=$OVS_DIR; ovs-vswitchd + ovn-controller in netns $NS_CHASSIS)
   chassis       system-id $CHASSIS_NAME, hostname $CHASSIS_HOSTNAME
-$( ((LAB_CHASSIS2)) && printf '  chassis 2     system-id %s, hostname %s: unix:%s, netns %s\n' "$CHASSIS2_NAME" "$CHASSIS2_HOSTNAME" "$OVS2_SOCK" "$NS_CHASSIS2")
+$( ((LAB_CHASSIS2)) && printf '  chassis 2     system-id %s, hostname %s: unix:%s, netns %s\n  geneve        %s (chassis 1, br-phy) <-> %s (chassis 2, br-phy); ovs-appctl -t %s/ovs-vswitchd.ctl bfd/show\n' "$CHASSIS2_NAME" "$CHASSIS2_HOSTNAME" "$OVS2_SOCK" "$NS_CHASSIS2" "$CHASSIS_ENCAP_IP4" "$CHASSIS2_ENCAP_IP4" "$OVS_DIR")
   netns         $NS_CHASSIS ($LINK_CHASSIS_IF $CHASSIS_IP4/$LINK_PLEN4, AS $CHASSIS_AS)  <->  $NS_TOR ($LINK_TOR_IF $TOR_IP4/$LINK_PLEN4, AS $TOR_AS)
 
   vtysh (chassis)   vtysh --vty_socket $VTY_CHASSIS --config_dir $FRR_CHASSIS_DIR

@@ -521,14 +521,109 @@ impl Lab {
             .find(|r| r["_uuid"][1].as_str() == Some(uuid.as_str()))
             .map(|r| r["name"].as_str().unwrap_or_default().to_owned())
     }
+
+    /// Waits until the Southbound binds `logical_port` to `chassis` (by name).
+    pub(crate) fn wait_sb_bound(&self, what: &str, logical_port: &str, chassis: &str) {
+        wait_for(what, CONVERGENCE_TIMEOUT, || {
+            match self.sb_bound_chassis(logical_port) {
+                Some(c) if c == chassis => Ok(()),
+                other => Err(format!("{logical_port} bound to {other:?}")),
+            }
+        });
+    }
+
+    /// Whether the NB server's schema has `Logical_Router_Port.status` (OVN >= 23.09).
+    pub(crate) fn nb_has_lrp_status(&self) -> bool {
+        self.nb_columns("Logical_Router_Port")
+            .iter()
+            .any(|c| c == "status")
+    }
+
+    /// `status:hosting-chassis` of a Logical_Router_Port (northd's answer to "where is this
+    /// gateway port active"; OVN >= 23.09), read with `ovsdb-client`, which takes the schema from
+    /// the server; `None` while it has none.
+    pub(crate) fn nb_hosting_chassis(&self, lrp: &str) -> Option<String> {
+        let select = serde_json::json!([
+            "OVN_Northbound",
+            {"op": "select", "table": "Logical_Router_Port",
+             "where": [["name", "==", lrp]], "columns": ["status"]}
+        ])
+        .to_string();
+        let text = self.nb_client(&["transact", "{NB}", &select]);
+        let reply: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("ovsdb-client transact is not JSON ({e}): {text}"));
+        let status = &reply[0]["rows"][0]["status"];
+        // An OVSDB map: ["map", [[key, value], ...]].
+        status[1]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {lrp} or no status map in {text}"))
+            .iter()
+            .find(|kv| kv[0].as_str() == Some("hosting-chassis"))
+            .and_then(|kv| kv[1].as_str().map(str::to_owned))
+    }
+
+    /// The BFD sessions of chassis 1 (`second: false`) or chassis 2, from `ovs-appctl bfd/show`
+    /// of its ovs-vswitchd: (tunnel interface, local session state) each.
+    pub(crate) fn bfd_sessions(&self, second: bool) -> Vec<(String, String)> {
+        let rundir = self.env(if second { "OVS2_RUNDIR" } else { "OVS_RUNDIR" });
+        let text = run_ok(
+            Command::new("ovs-appctl")
+                .arg("-t")
+                .arg(format!("{rundir}/ovs-vswitchd.ctl"))
+                .arg("bfd/show"),
+        );
+        let mut sessions = Vec::new();
+        let mut interface = None;
+        for line in text.lines() {
+            if let Some(name) = line
+                .strip_prefix("---- ")
+                .and_then(|l| l.strip_suffix(" ----"))
+            {
+                interface = Some(name.to_owned());
+            } else if let Some(state) = line.trim().strip_prefix("Local Session State: ")
+                && let Some(name) = interface.take()
+            {
+                sessions.push((name, state.to_owned()));
+            }
+        }
+        sessions
+    }
+
+    /// Waits until both chassis have a BFD session over their geneve tunnel and it is up on
+    /// both sides (OVN turns BFD on between the gateway chassis of one port).
+    pub(crate) fn wait_bfd_up_between_the_chassis(&self) {
+        wait_for("BFD up on both chassis", CONVERGENCE_TIMEOUT, || {
+            let (one, two) = (self.bfd_sessions(false), self.bfd_sessions(true));
+            let up = |s: &[(String, String)]| !s.is_empty() && s.iter().all(|(_, st)| st == "up");
+            if up(&one) && up(&two) {
+                Ok(())
+            } else {
+                Err(format!("chassis 1: {one:?}, chassis 2: {two:?}"))
+            }
+        });
+    }
 }
 
-/// With the agent on chassis 1 of a `LAB_CHASSIS2=1` lab: the gateway moves to chassis 2 (a
-/// higher gateway-chassis priority) and back; the gateway IPs and the centralized FIP are
-/// withdrawn at the ToR and from chassis 1's bgp-nic while the provider VM stays, then
-/// re-exposed. Without tunnels between the lab's chassis (BFD down) chassis 2 never claims the
-/// port: chassis 1 releasing it is the move. `check_agent` runs after each phase.
-pub(crate) fn gateway_moves_away_and_back(lab: &Lab, check_agent: &mut dyn FnMut()) {
+/// With the agent on chassis 1 of a `LAB_CHASSIS2=1` lab (a geneve tunnel between the chassis,
+/// so BFD runs between them once both are gateway chassis of the router's gateway port), the
+/// gateway is handed over to chassis 2 and back, twice:
+///
+/// 1. by priority: chassis 2 gets 20 (chassis 1 has 1); chassis 2's ovn-controller claims
+///    `cr-lrp-<gw port>` (SB `Port_Binding.chassis` = chassis 2, and on OVN >= 23.09 the NB
+///    LRP's `status:hosting-chassis`), which it does only with BFD up to chassis 1. The gateway
+///    IPs and the centralized FIP leave the ToR and chassis 1's bgp-nic, the provider VM (bound
+///    on chassis 1, not behind the router) stays. Chassis 1 then gets 30: it claims it back and
+///    everything is exposed again.
+/// 2. by failure: chassis 1's ovn-controller stops the way `systemctl stop ovn-controller` does
+///    (`restart.sh --exit`: it removes its chassis from SB); chassis 2, the only gateway chassis
+///    left, claims the port and chassis 1's agent withdraws the gateway (its VMs go too: their
+///    bindings went with the chassis). ovn-controller starts again, chassis 1 registers anew,
+///    takes the port back (priority 30 > 20) and everything is exposed again.
+///
+/// (A partition does not hand over with two gateway chassis: OVN lets a chassis that lost every
+/// BFD session claim nothing, unless it still reaches a chassis hosting ports behind the router;
+/// here only chassis 1 does.) `check_agent` runs after each phase.
+pub(crate) fn gateway_hands_over_and_back(lab: &Lab, check_agent: &mut dyn FnMut()) {
     let vm4 = format!("{}/32", lab.env("VM_PROVIDER_IP4"));
     let vm6 = format!("{}/128", lab.env("VM_PROVIDER_IP6"));
     let gw4 = format!("{}/32", lab.env("GW_IP4"));
@@ -539,70 +634,106 @@ pub(crate) fn gateway_moves_away_and_back(lab: &Lab, check_agent: &mut dyn FnMut
     let cr_lrp = format!("cr-{lrp}");
     let chassis1 = lab.env("CHASSIS_NAME").to_owned();
     let chassis2 = lab.env("CHASSIS2_NAME").to_owned();
+    let lrp_status = lab.nb_has_lrp_status();
+    let hosted_on = |chassis: &str| {
+        lab.wait_sb_bound(
+            &format!("{cr_lrp} bound to {chassis} in SB"),
+            &cr_lrp,
+            chassis,
+        );
+        if lrp_status {
+            wait_for(
+                &format!("{lrp} status:hosting-chassis={chassis} in NB"),
+                CONVERGENCE_TIMEOUT,
+                || match lab.nb_hosting_chassis(&lrp) {
+                    Some(c) if c == chassis => Ok(()),
+                    other => Err(format!("hosting-chassis {other:?}")),
+                },
+            );
+        }
+    };
+    let withdrawn_from_chassis_1 = |keep_vm: bool| {
+        wait_tor(lab, "gateway and FIP withdrawn", |p| {
+            gateway_routes.iter().all(|x| !has(p, x))
+                && (!keep_vm || (has(p, &vm4) && has(p, &vm6)))
+        });
+        let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+        for a in gateway_routes {
+            assert!(
+                !addrs.contains(a.as_str()),
+                "{a} still on chassis 1's bgp-nic:\n{addrs}"
+            );
+        }
+        if keep_vm {
+            assert!(addrs.contains(vm4.as_str()), "{vm4} left bgp-nic:\n{addrs}");
+        }
+    };
+    let exposed_on_chassis_1 = || {
+        wait_tor(lab, "gateway, FIP and provider VM at the ToR", |p| {
+            gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4) && has(p, &vm6)
+        });
+        let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
+        for a in gateway_routes {
+            assert!(addrs.contains(a.as_str()), "{a} not on bgp-nic:\n{addrs}");
+        }
+    };
 
-    wait_tor(lab, "gateway, FIP and provider VM at the ToR", |p| {
-        gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4) && has(p, &vm6)
-    });
+    exposed_on_chassis_1();
     assert_eq!(
         lab.sb_bound_chassis(&cr_lrp).as_deref(),
         Some(chassis1.as_str())
     );
     check_agent();
 
-    let moved = Instant::now();
-    lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis2, "20"]);
-    let bound = wait_for(
-        "chassis 1 releases the gateway port",
-        CONVERGENCE_TIMEOUT,
-        || match lab.sb_bound_chassis(&cr_lrp) {
-            Some(c) if c == chassis1 => Err(format!("{cr_lrp} still bound to {c}")),
-            other => Ok(other),
-        },
-    );
-    eprintln!(
-        "{cr_lrp} after the move: bound to {bound:?} ({:.2} s)",
-        moved.elapsed().as_secs_f64()
-    );
-    wait_tor(lab, "gateway and FIP withdrawn, provider VM kept", |p| {
-        gateway_routes.iter().all(|x| !has(p, x)) && has(p, &vm4) && has(p, &vm6)
-    });
-    eprintln!(
-        "withdrawn at the ToR {:.2} s after the move",
-        moved.elapsed().as_secs_f64()
-    );
-    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-    for a in gateway_routes {
-        assert!(
-            !addrs.contains(a.as_str()),
-            "{a} still on chassis 1's bgp-nic:\n{addrs}"
+    // Chassis 2 claims the port after `act`, chassis 1's agent withdraws the gateway.
+    let hand_over = |what: &str, act: &dyn Fn(), keep_vm: bool| {
+        let started = Instant::now();
+        act();
+        hosted_on(&chassis2);
+        eprintln!(
+            "{cr_lrp} claimed by {chassis2} {:.2} s after {what}",
+            started.elapsed().as_secs_f64()
         );
-    }
-    assert!(addrs.contains(vm4.as_str()), "{vm4} left bgp-nic:\n{addrs}");
+        withdrawn_from_chassis_1(keep_vm);
+        eprintln!(
+            "withdrawn at the ToR {:.2} s after {what}",
+            started.elapsed().as_secs_f64()
+        );
+    };
+    // Chassis 1 claims the port back after `act`, its agent exposes the gateway again.
+    let take_back = |what: &str, act: &dyn Fn()| {
+        let started = Instant::now();
+        act();
+        hosted_on(&chassis1);
+        exposed_on_chassis_1();
+        eprintln!(
+            "claimed back by {chassis1} and re-exposed at the ToR {:.2} s after {what}",
+            started.elapsed().as_secs_f64()
+        );
+    };
+
+    // 1. By priority (chassis 2 claims only with BFD up to chassis 1).
+    hand_over(
+        "chassis 2's priority went up",
+        &|| drop(lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis2, "20"])),
+        true,
+    );
+    lab.wait_bfd_up_between_the_chassis();
+    check_agent();
+    take_back("chassis 1's priority went up", &|| {
+        drop(lab.nbctl(&["lrp-set-gateway-chassis", &lrp, &chassis1, "30"]))
+    });
     check_agent();
 
-    let back = Instant::now();
-    lab.nbctl(&["lrp-del-gateway-chassis", &lrp, &chassis2]);
-    wait_for(
-        "chassis 1 claims the gateway port again",
-        CONVERGENCE_TIMEOUT,
-        || match lab.sb_bound_chassis(&cr_lrp) {
-            Some(c) if c == chassis1 => Ok(()),
-            other => Err(format!("{cr_lrp} bound to {other:?}")),
-        },
+    // 2. By failure: chassis 1's ovn-controller leaves SB (its VM bindings go with it).
+    hand_over(
+        "chassis 1's ovn-controller exited",
+        &|| drop(lab.restart(&["--exit", "--down", "ovn-controller"])),
+        false,
     );
-    wait_tor(lab, "gateway and FIP re-exposed", |p| {
-        gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4)
+    check_agent();
+    take_back("chassis 1's ovn-controller started", &|| {
+        drop(lab.restart(&["--up", "ovn-controller"]))
     });
-    eprintln!(
-        "re-exposed at the ToR {:.2} s after the failback",
-        back.elapsed().as_secs_f64()
-    );
-    let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-    for a in gateway_routes {
-        assert!(
-            addrs.contains(a.as_str()),
-            "{a} not back on bgp-nic:\n{addrs}"
-        );
-    }
     check_agent();
 }
