@@ -70,6 +70,36 @@ pub enum Command {
     CheckConfig,
     /// List the drivers and exposure backends compiled into this binary.
     Plugins,
+    /// What the running agent exposes now, grouped by kind, with the row each comes from; its
+    /// health, last reconcile and what it refused. Asks the agent's control socket.
+    Status {
+        /// Print the agent's JSON reply.
+        #[arg(long)]
+        json: bool,
+        /// The control socket (default: `[telemetry] control_socket` of the configuration).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+    },
+    /// Why an address or a port is, or is not, exposed on this chassis: the exposure and its
+    /// row, what the driver's rows say (bound elsewhere, down, not on a provider network ...),
+    /// what was refused and why, and the kernel/OVS/FRR objects made for it.
+    Explain {
+        /// An IP address, or a port name/uuid.
+        query: String,
+        #[arg(long)]
+        json: bool,
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+    },
+    /// Exit 0 if the running agent is live and ready (databases synced, first reconcile done),
+    /// 1 if not, 2 if it cannot be asked; for exec probes.
+    Health {
+        /// Only liveness (the reconcile loop makes progress).
+        #[arg(long)]
+        live: bool,
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+    },
     /// Replay a recorded case through the compiled driver: print the monitor conditions and
     /// exposures after the initial database (step 00) and after each NN-update.json, and fail
     /// naming the first step that differs from its NN-expected.json. The case folder holds
@@ -95,6 +125,17 @@ pub fn main() -> ExitCode {
         }
         Command::CheckConfig => check_config(&cli),
         Command::Replay { case, update } => replay_case(case, *update),
+        Command::Status { json, socket } => {
+            crate::control_cli::status(&sources(&cli), socket.as_deref(), *json)
+        }
+        Command::Explain {
+            query,
+            json,
+            socket,
+        } => crate::control_cli::explain(&sources(&cli), socket.as_deref(), query, *json),
+        Command::Health { live, socket } => {
+            crate::control_cli::health(&sources(&cli), socket.as_deref(), *live)
+        }
         Command::Run => run(&cli),
     }
 }

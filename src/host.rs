@@ -23,14 +23,18 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, error, info, warn};
 
+use tokio::sync::mpsc;
+
 use crate::caps::Capabilities;
 use crate::config::AgentConfig;
+use crate::control::{self, ExplainRequest};
 use crate::exposure::{ExposureSet, SkippedRow};
 use crate::plugin::{
     self, ChangeScope, Driver, ExposureBackend, PluginContext, PluginError, SelectionError,
 };
 use crate::policy::{self, PolicyContext};
-use crate::system::DesiredSystem;
+use crate::system::{ChangeReport, DesiredSystem};
+use crate::telemetry::{HealthLimits, Telemetry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -87,8 +91,12 @@ pub struct Agent {
     backend: Box<dyn ExposureBackend>,
     policy: PolicyContext,
     last_skipped: Vec<SkippedRow>,
-    last_desired: Option<DesiredSystem>,
+    last_desired: Option<Arc<DesiredSystem>>,
     stats: LoopStats,
+    telemetry: Arc<Telemetry>,
+    /// `explain` requests from the control socket, served between wake-ups.
+    explain_rx: mpsc::Receiver<ExplainRequest>,
+    explain_tx: mpsc::Sender<ExplainRequest>,
 }
 
 impl Agent {
@@ -125,6 +133,15 @@ impl Agent {
         backend: Box<dyn ExposureBackend>,
     ) -> Self {
         let policy = PolicyContext::from_config(&ctx.config.policy);
+        let d = &ctx.config.default;
+        let limits = HealthLimits {
+            // The repair timer wakes the loop every frr_reconcile_interval.
+            idle_limit: Duration::from_secs(2 * d.frr_reconcile_interval.max(1) + 30),
+            // A wake's work waits at most for a few vtysh/OVS runs, each bounded.
+            stall_limit: Duration::from_secs((4 * ctx.config.frr.vtysh_timeout).max(120)),
+        };
+        let telemetry = Telemetry::new(driver_name, backend_name, limits);
+        let (explain_tx, explain_rx) = mpsc::channel(16);
         Self {
             ctx,
             driver_name,
@@ -135,7 +152,15 @@ impl Agent {
             last_skipped: Vec::new(),
             last_desired: None,
             stats: LoopStats::default(),
+            telemetry,
+            explain_rx,
+            explain_tx,
         }
+    }
+
+    /// What the agent reports about itself (metrics, health, status).
+    pub fn telemetry(&self) -> Arc<Telemetry> {
+        self.telemetry.clone()
     }
 
     fn driver_err(&self, source: PluginError) -> HostError {
@@ -178,7 +203,7 @@ impl Agent {
         let mut protected = self.remote_ips();
         let base;
         let ours = match &self.last_desired {
-            Some(desired) => desired,
+            Some(desired) => &**desired,
             None => {
                 base = self
                     .backend
@@ -228,45 +253,74 @@ impl Agent {
     /// trigger; it never stops the agent.
     async fn reconcile(&mut self, why: &str) {
         self.stats.reconciles += 1;
-        let mut exposures = match self.exposures() {
-            Ok(e) => e,
-            Err(e) => {
-                error!(
-                    driver = self.driver_name,
-                    reason = why,
-                    "computing exposures failed: {e}"
-                );
-                return;
-            }
+        let started = tokio::time::Instant::now();
+        let result = self.compute_and_apply(why).await;
+        self.record(why, started, &result).await;
+    }
+
+    /// Tell the telemetry how a reconcile or repair ended.
+    async fn record(
+        &mut self,
+        why: &str,
+        started: tokio::time::Instant,
+        result: &Result<(ChangeReport, Arc<DesiredSystem>), String>,
+    ) {
+        let (report, desired) = match result {
+            Ok((report, desired)) => (Ok(report), Some(desired.clone())),
+            Err(e) => (Err(e.clone()), None),
         };
+        self.telemetry
+            .reconciled(why, started.elapsed(), report, desired)
+            .await;
+    }
+
+    async fn compute_and_apply(
+        &mut self,
+        why: &str,
+    ) -> Result<(ChangeReport, Arc<DesiredSystem>), String> {
+        let mut exposures = self.exposures().map_err(|e| {
+            error!(
+                driver = self.driver_name,
+                reason = why,
+                "computing exposures failed: {e}"
+            );
+            format!("computing exposures failed: {e}")
+        })?;
         if let Err(e) = self.backend.observe(&exposures).await {
             error!(
                 backend = self.backend_name,
                 reason = why,
                 "observing the system failed: {e}"
             );
-            return;
+            return Err(format!("observing the system failed: {e}"));
         }
-        let rendered = match self.backend.desired_system(&exposures) {
-            Ok(d) => d,
-            Err(e) => {
-                error!(
-                    backend = self.backend_name,
-                    reason = why,
-                    "rendering system state failed: {e}"
-                );
-                return;
-            }
-        };
+        let rendered = self.backend.desired_system(&exposures).map_err(|e| {
+            error!(
+                backend = self.backend_name,
+                reason = why,
+                "rendering system state failed: {e}"
+            );
+            format!("rendering system state failed: {e}")
+        })?;
         let mut skipped = std::mem::take(&mut exposures.skipped);
         skipped.extend(rendered.skipped);
-        self.report_skipped(skipped);
-        self.apply(rendered.system, why).await;
+        self.report_skipped(skipped.clone());
+        self.telemetry
+            .exposures_computed(Arc::new(exposures), skipped)
+            .await;
+        self.apply(Arc::new(rendered.system), why).await
     }
 
-    async fn apply(&mut self, desired: DesiredSystem, why: &str) {
-        match self.ctx.caps.reconciler.reconcile(&desired).await {
-            Ok(report) if report.is_noop() => debug!(reason = why, "reconciled: no change"),
+    async fn apply(
+        &mut self,
+        desired: Arc<DesiredSystem>,
+        why: &str,
+    ) -> Result<(ChangeReport, Arc<DesiredSystem>), String> {
+        let result = match self.ctx.caps.reconciler.reconcile(&desired).await {
+            Ok(report) if report.is_noop() => {
+                debug!(reason = why, "reconciled: no change");
+                Ok((report, desired.clone()))
+            }
             Ok(report) => {
                 for e in &report.errors {
                     warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
@@ -279,10 +333,15 @@ impl Agent {
                     errors = report.errors.len(),
                     "reconciled"
                 );
+                Ok((report, desired.clone()))
             }
-            Err(e) => error!(reason = why, "applying system state failed: {e}"),
-        }
+            Err(e) => {
+                error!(reason = why, "applying system state failed: {e}");
+                Err(format!("applying system state failed: {e}"))
+            }
+        };
         self.last_desired = Some(desired);
+        result
     }
 
     /// Re-apply the last desired state without recomputing it: repairs drift (a rule deleted by
@@ -290,7 +349,9 @@ impl Agent {
     async fn repair(&mut self) {
         if let Some(desired) = self.last_desired.take() {
             self.stats.repairs += 1;
-            self.apply(desired, "repair").await;
+            let started = tokio::time::Instant::now();
+            let result = self.apply(desired, "repair").await;
+            self.record("repair", started, &result).await;
         }
     }
 
@@ -304,6 +365,31 @@ impl Agent {
         if let Some(frr) = &caps.frr {
             let every = Duration::from_secs(self.ctx.config.default.frr_reconcile_interval.max(1));
             frr.clone().spawn_restart_watch(every);
+        }
+    }
+
+    /// The control socket and the metrics listener, as configured. Neither is needed to expose
+    /// anything: a failure is logged and the agent runs without it.
+    async fn spawn_interfaces(&mut self) {
+        let t = &self.ctx.config.telemetry;
+        if !t.control_socket.is_empty() {
+            let path = std::path::Path::new(&t.control_socket);
+            match control::bind_control_socket(path).await {
+                Ok(listener) => {
+                    info!(path = %path.display(), "control socket for status, explain, health");
+                    control::spawn_control_server(
+                        listener,
+                        self.telemetry.clone(),
+                        self.explain_tx.clone(),
+                    );
+                }
+                Err(e) => warn!("{e}"),
+            }
+        }
+        if let Some(address) = &t.metrics_address
+            && let Err(e) = control::spawn_metrics_listener(address, self.telemetry.clone()).await
+        {
+            warn!("{e}");
         }
     }
 
@@ -328,6 +414,9 @@ impl Agent {
             "starting"
         );
         let ctx = self.ctx.clone();
+        // Up before the databases sync, so probes see "live, not ready" during a long start.
+        self.spawn_interfaces().await;
+        self.telemetry.wake();
         tokio::select! {
             r = self.driver.start(&ctx) => r.map_err(|e| self.driver_err(e))?,
             _ = &mut shutdown => return Ok(self.stats),
@@ -343,6 +432,8 @@ impl Agent {
             } => {}
             _ = &mut shutdown => return Ok(self.stats),
         }
+        self.telemetry.set_ready();
+        self.telemetry.idle();
         self.spawn_watchers();
 
         let defaults = &ctx.config.default;
@@ -367,13 +458,21 @@ impl Agent {
                 },
                 _ = periodic.tick() => Wake::Periodic,
                 _ = repair.tick() => Wake::Repair,
+                Some(req) = self.explain_rx.recv() => {
+                    // Answered at once from the driver's rows; not a wake-up of the loop.
+                    let _ = req.reply.send(self.driver.explain(&req.query));
+                    continue;
+                }
                 _ = &mut shutdown => Wake::Stop,
             };
+            let woke_at = tokio::time::Instant::now();
+            self.telemetry.wake();
             // The work a wake-up calls for, interrupted by nothing but shutdown.
             let work = async {
                 match wake {
                     Wake::Driver(scope) => {
                         self.stats.changes += 1;
+                        self.telemetry.driver_change();
                         if let Err(e) = self.driver.settle().await {
                             warn!(driver = self.driver_name, "{e}");
                         }
@@ -383,6 +482,7 @@ impl Agent {
                             ChangeScope::Rows => "change",
                         };
                         self.reconcile(why).await;
+                        self.telemetry.change_applied(woke_at.elapsed());
                     }
                     Wake::Backend => self.reconcile("backend change").await,
                     Wake::Periodic => {
@@ -400,6 +500,7 @@ impl Agent {
                 _ = work => {}
                 _ = &mut shutdown => break,
             }
+            self.telemetry.idle();
         }
         // Deliberately no cleanup: exposed routes stay so a restart withdraws nothing.
         info!("stopping; exposed state left in place");

@@ -10,6 +10,8 @@ pub mod alloc;
 pub mod caps;
 pub mod cli;
 pub mod config;
+pub mod control;
+pub mod control_cli;
 pub mod exposure;
 pub mod host;
 pub mod ovn;
@@ -17,6 +19,7 @@ pub mod plugin;
 pub(crate) mod policy;
 pub mod replay;
 pub mod system;
+pub mod telemetry;
 pub mod types;
 
 #[path = "../drivers/mod.rs"]

@@ -85,6 +85,31 @@ pub trait Driver: Send {
     /// The complete desired exposures, computed from the replica. Rows that cannot be used are
     /// recorded in [`ExposureSet::skipped`], never abort the computation.
     fn desired_exposures(&self) -> Result<ExposureSet, PluginError>;
+
+    /// For `ovn-bgp-agent explain`: what the driver's rows say about `query` (an IP address or
+    /// a port name/uuid) on this chassis: which rows mention it, which rule applied and which
+    /// condition failed. One line per finding; empty when the driver has nothing to say.
+    fn explain(&self, query: &ExplainQuery) -> Vec<String> {
+        let _ = query;
+        Vec::new()
+    }
+}
+
+/// What `ovn-bgp-agent explain` asks about: an address or a row name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainQuery {
+    /// The query as given.
+    pub text: String,
+    /// The query as an IP address, when it is one.
+    pub ip: Option<std::net::IpAddr>,
+}
+
+impl ExplainQuery {
+    pub fn new(text: &str) -> Self {
+        let text = text.trim().to_owned();
+        let ip = text.parse().ok();
+        Self { text, ip }
+    }
 }
 
 /// What a backend renders: the objects to reconcile, and what it could not realise.

@@ -177,6 +177,11 @@ fn upstream_conf_with_every_option_is_read() {
     assert_eq!(c.linux.rule_priority, 1000);
     assert_eq!(c.linux.netns.as_deref(), Some("chassis-1"));
     assert!(c.ovn.nb_watch_all_vm_ports);
+    assert_eq!(
+        c.telemetry.metrics_address.as_deref(),
+        Some("127.0.0.1:9740")
+    );
+    assert_eq!(c.telemetry.control_socket, "/run/oba-test/control.sock");
     assert_eq!(c.policy.min_prefix_length_ipv4, 12);
     assert_eq!(c.policy.min_prefix_length_ipv6, 48);
 

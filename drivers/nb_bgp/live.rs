@@ -15,7 +15,7 @@ use crate::exposure::ExposureSet;
 use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::nb::model::NbModel;
 use crate::ovn::nb::session::NbSession;
-use crate::plugin::{ChangeScope, Driver, PluginContext, PluginError};
+use crate::plugin::{ChangeScope, Driver, ExplainQuery, PluginContext, PluginError};
 
 fn failed(e: impl std::fmt::Display) -> PluginError {
     PluginError::Failed {
@@ -85,6 +85,19 @@ impl Driver for NbBgpDriver {
         match &mut self.session {
             Some(session) => session.settle().await.map_err(failed),
             None => Ok(()),
+        }
+    }
+
+    fn explain(&self, query: &ExplainQuery) -> Vec<String> {
+        match &self.session {
+            Some(session) => super::explain::explain(
+                session.model(),
+                &local_chassis(session.identity()),
+                &self.options,
+                session.hosted_gateways(),
+                query,
+            ),
+            None => vec!["the Northbound session has not started".to_owned()],
         }
     }
 

@@ -13,6 +13,7 @@
 //! listed (upstream supports them) and refused at once with "not implemented yet".
 
 pub mod compute;
+pub(crate) mod explain;
 pub mod live;
 pub mod replay;
 

@@ -539,6 +539,8 @@ nic_device_kind = ifb'
 else
     linux_device_kinds='# LAB_KERNEL=full: the defaults, bgp-vrf a real VRF and bgp-nic a dummy.'
 fi
+# The agent's Prometheus/probe listener: beside the lab's NB port, so labs never share it.
+AGENT_METRICS_PORT=$((LAB_NB_TCP_PORT + 100))
 cat >"$AGENT_CONF" <<EOF
 # ovn-bgp-agent configuration for the lab in $LAB_DIR (upstream bgp-agent.conf format).
 [DEFAULT]
@@ -568,6 +570,10 @@ ovs_rundir = $OVS_DIR
 $linux_device_kinds
 netns = $NS_CHASSIS
 rt_tables_path = $RT_TABLES
+
+[telemetry]
+control_socket = $LAB_DIR/agent.sock
+metrics_address = 127.0.0.1:$AGENT_METRICS_PORT
 EOF
 
 cat >>"$LAB_ENV" <<EOF
@@ -575,6 +581,8 @@ NB_SOCK=$NB_SOCK
 SB_SOCK=$(if sb_clustered; then sb_member_sock 1; else printf '%s' "$SB_SOCK"; fi)
 SB_REMOTE=$(sb_unix_remotes)
 NB_TCP=tcp:127.0.0.1:$LAB_NB_TCP_PORT
+AGENT_CONTROL_SOCKET=$LAB_DIR/agent.sock
+AGENT_METRICS=127.0.0.1:$AGENT_METRICS_PORT
 SB_TCP=$(sb_tcp_remotes)
 OVS_SOCK=$OVS_SOCK
 OVS_RUNDIR=$OVS_DIR

@@ -36,6 +36,7 @@ pub struct AgentConfig {
     pub ovs: OvsSection,
     pub linux: LinuxSection,
     pub policy: PolicySection,
+    pub telemetry: TelemetrySection,
 }
 
 /// `[DEFAULT]`.
@@ -248,6 +249,25 @@ impl Default for LinuxSection {
             nic_device_kind: "dummy".to_owned(),
             rule_priority: 32000,
             netns: None,
+        }
+    }
+}
+
+/// `[telemetry]` (new): how the running agent is seen into.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TelemetrySection {
+    /// `host:port` of the Prometheus `/metrics`, `/healthz` and `/readyz` listener; unset: off.
+    pub metrics_address: Option<String>,
+    /// Unix socket of `ovn-bgp-agent status`/`explain`/`health` (mode 0660); empty: off.
+    pub control_socket: String,
+}
+
+impl Default for TelemetrySection {
+    fn default() -> Self {
+        Self {
+            metrics_address: None,
+            control_socket: "/run/ovn-bgp-agent/control.sock".to_owned(),
         }
     }
 }

@@ -423,6 +423,19 @@ pub static OPTIONS: &[OptSpec] = &[
         OptType::Netns,
         "Network namespace the agent configures; unset: its own.",
     ))),
+    // [telemetry] (new)
+    new(optional(opt(
+        "telemetry",
+        "metrics_address",
+        OptType::Str,
+        "host:port of the Prometheus /metrics, /healthz and /readyz listener; unset: off.",
+    ))),
+    new(opt(
+        "telemetry",
+        "control_socket",
+        OptType::Str,
+        "Unix socket (mode 0660) of ovn-bgp-agent status, explain and health; empty: off.",
+    )),
     // [policy] (new)
     new(opt(
         "policy",

@@ -633,6 +633,20 @@ impl NbModel {
             .map(String::as_str)
     }
 
+    /// Every port, NAT, router port and load balancer of the model, for `explain` (a scan, on
+    /// demand only: never on the event path).
+    pub fn all_rows(&self) -> (Vec<&Lsp>, Vec<&Nat>, Vec<&Lrp>, Vec<&LoadBalancer>) {
+        let mut lsps: Vec<&Lsp> = self.lsps.values().collect();
+        lsps.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut nats: Vec<&Nat> = self.nats.values().collect();
+        nats.sort_by(|a, b| a.external_ip.cmp(&b.external_ip));
+        let mut lrps: Vec<&Lrp> = self.lrps.values().collect();
+        lrps.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut lbs: Vec<&LoadBalancer> = self.lbs.values().collect();
+        lbs.sort_by(|a, b| a.name.cmp(&b.name));
+        (lsps, nats, lrps, lbs)
+    }
+
     /// Row counts, for the start log.
     pub fn counts(&self) -> [(&'static str, usize); 7] {
         [

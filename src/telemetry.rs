@@ -1,0 +1,621 @@
+//! What the running agent tells about itself: Prometheus metrics, liveness and readiness, and
+//! the snapshot behind `ovn-bgp-agent status` and `explain`.
+//!
+//! The host loop is the only writer: it records each wake-up, reconcile and apply here, and
+//! swaps in the exposures and desired system it just computed (shared `Arc`s, never copied).
+//! Readers (the metrics listener, the control socket) take a consistent view under a short
+//! read lock. Metrics are those of the `prometheus-client` crate, with the
+//! `ovn_bgp_agent_` prefix; process figures are read from `/proc/self` at scrape time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use tokio::sync::RwLock;
+
+use crate::exposure::{ExposureKind, ExposureSet, SkippedRow};
+use crate::system::{ChangeReport, DesiredSystem};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabels {
+    trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    trigger: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExposedLabels {
+    kind: String,
+    family: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassOpLabels {
+    class: String,
+    op: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    driver: String,
+    exposing_method: String,
+}
+
+/// How a reconcile ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconcileResult {
+    /// Applied with no object error.
+    Applied,
+    /// Applied, some objects refused (listed in the report).
+    Partial,
+    /// Nothing applied: computing, observing, rendering or applying failed.
+    Failed,
+}
+
+impl ReconcileResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Applied => "applied",
+            ReconcileResult::Partial => "partial",
+            ReconcileResult::Failed => "failed",
+        }
+    }
+}
+
+/// The last reconcile, as `status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReconcileRecord {
+    /// Unix time (seconds) it finished.
+    pub finished_at: f64,
+    pub trigger: String,
+    pub duration_ms: f64,
+    pub result: ReconcileResult,
+    pub added: BTreeMap<String, usize>,
+    pub changed: BTreeMap<String, usize>,
+    pub removed: BTreeMap<String, usize>,
+    /// Objects not applied, or why nothing was (`Failed`).
+    pub errors: Vec<String>,
+}
+
+/// What the agent currently wants and did, shared with the control socket.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The exposures after the policy stage, as last computed.
+    pub exposures: Arc<ExposureSet>,
+    /// What the backend rendered from them.
+    pub desired: Option<Arc<DesiredSystem>>,
+    /// Rows and exposures refused, by the driver, the policy stage or the backend.
+    pub skipped: Arc<Vec<SkippedRow>>,
+    pub last_reconcile: Option<ReconcileRecord>,
+    /// The last reconcile whose result was not `Failed`.
+    pub last_success: Option<ReconcileRecord>,
+}
+
+/// Liveness limits: the loop wakes at least every `idle_limit` (its repair timer) and a wake's
+/// work never takes longer than `stall_limit` unless something hangs.
+#[derive(Debug, Clone, Copy)]
+pub struct HealthLimits {
+    pub idle_limit: Duration,
+    pub stall_limit: Duration,
+}
+
+/// The answer of `/healthz`, `/readyz` and `ovn-bgp-agent health`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    pub live: bool,
+    pub ready: bool,
+    /// Why not, when not.
+    pub reasons: Vec<String>,
+}
+
+/// The agent's self-report.
+pub struct Telemetry {
+    registry: Registry,
+    started: SystemTime,
+    limits: HealthLimits,
+    /// Unix time (ms) of the last wake-up of the loop; 0 before the loop runs.
+    last_wake_ms: AtomicU64,
+    /// Unix time (ms) the current wake's work started; 0 when idle.
+    busy_since_ms: AtomicU64,
+    /// Drivers' databases synced and the first reconcile done.
+    ready: AtomicU64,
+    snapshot: RwLock<Snapshot>,
+    reconciles: Family<ResultLabels, Counter>,
+    reconcile_seconds: Family<TriggerLabels, Histogram>,
+    change_to_applied_seconds: Histogram,
+    exposed: Family<ExposedLabels, Gauge>,
+    skipped: Gauge,
+    objects: Family<ClassOpLabels, Counter>,
+    object_errors: Family<ClassLabels, Counter>,
+    last_success_seconds: Gauge<f64, AtomicU64>,
+    driver_changes: Counter,
+    process_rss_bytes: Gauge,
+    process_cpu_seconds: Gauge<f64, AtomicU64>,
+    process_open_fds: Gauge,
+    process_start_seconds: Gauge<f64, AtomicU64>,
+}
+
+fn unix_secs(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// `ip` label value of an exposure family.
+fn family(ip: &std::net::IpAddr) -> &'static str {
+    if ip.is_ipv4() { "ipv4" } else { "ipv6" }
+}
+
+fn kind_name(kind: ExposureKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{kind:?}"))
+}
+
+impl Telemetry {
+    pub fn new(driver: &str, exposing_method: &str, limits: HealthLimits) -> Arc<Self> {
+        let mut registry = Registry::with_prefix("ovn_bgp_agent");
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                driver: driver.to_owned(),
+                exposing_method: exposing_method.to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Version, driver and exposing method of this agent",
+            build,
+        );
+        let t = Self {
+            registry: Registry::default(),
+            started: SystemTime::now(),
+            limits,
+            last_wake_ms: AtomicU64::new(0),
+            busy_since_ms: AtomicU64::new(0),
+            ready: AtomicU64::new(0),
+            snapshot: RwLock::new(Snapshot::default()),
+            reconciles: Family::default(),
+            reconcile_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
+            change_to_applied_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            exposed: Family::default(),
+            skipped: Gauge::default(),
+            objects: Family::default(),
+            object_errors: Family::default(),
+            last_success_seconds: Gauge::default(),
+            driver_changes: Counter::default(),
+            process_rss_bytes: Gauge::default(),
+            process_cpu_seconds: Gauge::default(),
+            process_open_fds: Gauge::default(),
+            process_start_seconds: Gauge::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "reconciles",
+            "Reconciles by trigger and result (applied, partial, failed)",
+            t.reconciles.clone(),
+        );
+        r.register(
+            "reconcile_duration_seconds",
+            "Time from the start of a reconcile (compute, render, apply) to its end, by trigger",
+            t.reconcile_seconds.clone(),
+        );
+        r.register(
+            "change_to_applied_seconds",
+            "Time from a database change reaching the loop to its state applied",
+            t.change_to_applied_seconds.clone(),
+        );
+        r.register(
+            "exposed",
+            "Addresses exposed (after the policy stage) by kind and family; routes and subnets \
+             as kind route/subnet",
+            t.exposed.clone(),
+        );
+        r.register(
+            "skipped_rows",
+            "Rows and exposures refused (driver, policy stage, backend) at the last reconcile",
+            t.skipped.clone(),
+        );
+        r.register(
+            "objects_changed",
+            "Kernel/OVS/FRR/OVN objects added, changed or removed, by class",
+            t.objects.clone(),
+        );
+        r.register(
+            "object_errors",
+            "Objects a reconcile could not apply, by class",
+            t.object_errors.clone(),
+        );
+        r.register(
+            "last_successful_reconcile_timestamp_seconds",
+            "Unix time of the last reconcile that applied (fully or partly)",
+            t.last_success_seconds.clone(),
+        );
+        r.register(
+            "driver_changes",
+            "Changes the driver reported (database updates, resyncs)",
+            t.driver_changes.clone(),
+        );
+        r.register(
+            "process_resident_memory_bytes",
+            "Resident set size of the agent process",
+            t.process_rss_bytes.clone(),
+        );
+        r.register(
+            "process_cpu_seconds",
+            "User and system CPU time of the agent process",
+            t.process_cpu_seconds.clone(),
+        );
+        r.register(
+            "process_open_fds",
+            "Open file descriptors of the agent process",
+            t.process_open_fds.clone(),
+        );
+        r.register(
+            "process_start_time_seconds",
+            "Unix time the agent process started",
+            t.process_start_seconds.clone(),
+        );
+        t.process_start_seconds.set(unix_secs(t.started));
+        Arc::new(Self { registry, ..t })
+    }
+
+    /// A telemetry for tests: generous limits.
+    pub fn new_test() -> Arc<Self> {
+        Self::new(
+            "test",
+            "test",
+            HealthLimits {
+                idle_limit: Duration::from_secs(3600),
+                stall_limit: Duration::from_secs(3600),
+            },
+        )
+    }
+
+    /// The loop woke up and starts working.
+    pub fn wake(&self) {
+        let now = now_ms();
+        self.last_wake_ms.store(now, Ordering::Relaxed);
+        self.busy_since_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// The loop finished a wake's work and waits again.
+    pub fn idle(&self) {
+        self.last_wake_ms.store(now_ms(), Ordering::Relaxed);
+        self.busy_since_ms.store(0, Ordering::Relaxed);
+    }
+
+    pub fn driver_change(&self) {
+        self.driver_changes.inc();
+    }
+
+    /// Databases synced and the first reconcile done.
+    pub fn set_ready(&self) {
+        self.ready.store(1, Ordering::Relaxed);
+    }
+
+    /// A database change took `since_change` from reaching the loop to being applied.
+    pub fn change_applied(&self, since_change: Duration) {
+        self.change_to_applied_seconds
+            .observe(since_change.as_secs_f64());
+    }
+
+    /// Record the exposures the driver and policy stage produced, and what was refused.
+    pub async fn exposures_computed(&self, exposures: Arc<ExposureSet>, skipped: Vec<SkippedRow>) {
+        let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        for scope in exposures.scopes.values() {
+            for ip in scope.ips.values() {
+                *counts
+                    .entry((kind_name(ip.kind), family(&ip.ip)))
+                    .or_default() += 1;
+            }
+            for r in scope.routes.values() {
+                *counts
+                    .entry(("route".to_owned(), family(&r.prefix.addr())))
+                    .or_default() += 1;
+            }
+            for s in &scope.subnets {
+                *counts
+                    .entry(("subnet".to_owned(), family(&s.router_ip.addr())))
+                    .or_default() += 1;
+            }
+        }
+        // Kinds that went to zero stay in the family at 0, not at their last value.
+        self.exposed.clear();
+        for ((kind, fam), n) in counts {
+            self.exposed
+                .get_or_create(&ExposedLabels {
+                    kind,
+                    family: fam.to_owned(),
+                })
+                .set(n);
+        }
+        self.skipped.set(skipped.len() as i64);
+        let mut s = self.snapshot.write().await;
+        s.exposures = exposures;
+        s.skipped = Arc::new(skipped);
+    }
+
+    /// Record the end of a reconcile.
+    pub async fn reconciled(
+        &self,
+        trigger: &str,
+        duration: Duration,
+        report: Result<&ChangeReport, String>,
+        desired: Option<Arc<DesiredSystem>>,
+    ) {
+        let (result, added, changed, removed, errors) = match report {
+            Ok(r) => {
+                for (map, op) in [
+                    (&r.added, "added"),
+                    (&r.changed, "changed"),
+                    (&r.removed, "removed"),
+                ] {
+                    for (class, n) in map {
+                        self.objects
+                            .get_or_create(&ClassOpLabels {
+                                class: class.clone(),
+                                op: op.to_owned(),
+                            })
+                            .inc_by(*n as u64);
+                    }
+                }
+                for e in &r.errors {
+                    self.object_errors
+                        .get_or_create(&ClassLabels {
+                            class: e.class.clone(),
+                        })
+                        .inc();
+                }
+                let result = if r.errors.is_empty() {
+                    ReconcileResult::Applied
+                } else {
+                    ReconcileResult::Partial
+                };
+                (
+                    result,
+                    r.added.clone(),
+                    r.changed.clone(),
+                    r.removed.clone(),
+                    r.errors.iter().map(ToString::to_string).collect(),
+                )
+            }
+            Err(e) => (
+                ReconcileResult::Failed,
+                BTreeMap::new(),
+                BTreeMap::new(),
+                BTreeMap::new(),
+                vec![e],
+            ),
+        };
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                trigger: trigger.to_owned(),
+                result: result.as_str().to_owned(),
+            })
+            .inc();
+        self.reconcile_seconds
+            .get_or_create(&TriggerLabels {
+                trigger: trigger.to_owned(),
+            })
+            .observe(duration.as_secs_f64());
+        let now = SystemTime::now();
+        let record = ReconcileRecord {
+            finished_at: unix_secs(now),
+            trigger: trigger.to_owned(),
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            result,
+            added,
+            changed,
+            removed,
+            errors,
+        };
+        let mut s = self.snapshot.write().await;
+        if result != ReconcileResult::Failed {
+            self.last_success_seconds.set(unix_secs(now));
+            s.last_success = Some(record.clone());
+            if desired.is_some() {
+                s.desired = desired;
+            }
+        }
+        s.last_reconcile = Some(record);
+    }
+
+    /// A read view of the snapshot.
+    pub async fn snapshot(&self) -> tokio::sync::RwLockReadGuard<'_, Snapshot> {
+        self.snapshot.read().await
+    }
+
+    /// Liveness and readiness now.
+    pub fn health(&self) -> Health {
+        let now = now_ms();
+        let mut reasons = Vec::new();
+        let last = self.last_wake_ms.load(Ordering::Relaxed);
+        let busy = self.busy_since_ms.load(Ordering::Relaxed);
+        let ms = |d: Duration| d.as_millis() as u64;
+        let mut live = true;
+        if busy != 0 && now.saturating_sub(busy) > ms(self.limits.stall_limit) {
+            live = false;
+            reasons.push(format!(
+                "the reconcile loop has been working on one wake-up for {} s (limit {} s): \
+                 something it waits for hangs",
+                now.saturating_sub(busy) / 1000,
+                self.limits.stall_limit.as_secs()
+            ));
+        } else if busy == 0 && last != 0 && now.saturating_sub(last) > ms(self.limits.idle_limit) {
+            live = false;
+            reasons.push(format!(
+                "the reconcile loop has not woken for {} s (its repair timer fires every {} s or \
+                 less)",
+                now.saturating_sub(last) / 1000,
+                self.limits.idle_limit.as_secs()
+            ));
+        }
+        let ready = self.ready.load(Ordering::Relaxed) == 1;
+        if !ready {
+            reasons.push(
+                "not ready: the databases are not synced or the first reconcile has not run"
+                    .to_owned(),
+            );
+        }
+        Health {
+            live,
+            ready: ready && live,
+            reasons,
+        }
+    }
+
+    /// The metrics in the Prometheus text format (process figures read now).
+    pub fn encode(&self) -> String {
+        self.refresh_process();
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    fn refresh_process(&self) {
+        if let Ok(status) = std::fs::read_to_string("/proc/self/status")
+            && let Some(kb) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        {
+            self.process_rss_bytes.set(kb * 1024);
+        }
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
+            && let Some(cpu) = cpu_seconds(&stat)
+        {
+            self.process_cpu_seconds.set(cpu);
+        }
+        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+            self.process_open_fds.set(dir.count() as i64);
+        }
+    }
+}
+
+/// utime + stime of `/proc/<pid>/stat`, in seconds (fields 14 and 15, after the command name,
+/// which may contain spaces and parentheses).
+fn cpu_seconds(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    let ticks = clock_ticks();
+    Some((utime + stime) / ticks)
+}
+
+#[allow(unsafe_code)] // sysconf is a plain libc query with no pointer arguments.
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf takes an integer name and returns an integer; no memory is touched.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exposure::ExposedIp;
+
+    #[test]
+    fn cpu_time_is_read_after_a_command_name_with_spaces_and_parentheses() {
+        let stat = "1234 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100 0 0";
+        assert_eq!(cpu_seconds(stat), Some(300.0 / clock_ticks()));
+        assert_eq!(cpu_seconds("garbage"), None);
+    }
+
+    #[tokio::test]
+    async fn metrics_follow_exposures_and_reconciles() {
+        let t = Telemetry::new_test();
+        let mut set = ExposureSet::default();
+        set.expose_ip(ExposedIp::announced(
+            "192.0.2.10".parse().unwrap(),
+            ExposureKind::ProviderPort,
+            "vm1",
+        ));
+        set.expose_ip(ExposedIp::announced(
+            "2001:db8::10".parse().unwrap(),
+            ExposureKind::FloatingIp,
+            "fip1",
+        ));
+        t.exposures_computed(Arc::new(set), Vec::new()).await;
+        let mut report = ChangeReport::default();
+        report.count_added("addresses", 2);
+        report.error("routes", "add route 192.0.2.10/32", "EEXIST");
+        t.reconciled("change", Duration::from_millis(3), Ok(&report), None)
+            .await;
+        let text = t.encode();
+        for line in [
+            "ovn_bgp_agent_exposed{kind=\"provider_port\",family=\"ipv4\"} 1",
+            "ovn_bgp_agent_exposed{kind=\"floating_ip\",family=\"ipv6\"} 1",
+            "ovn_bgp_agent_objects_changed_total{class=\"addresses\",op=\"added\"} 2",
+            "ovn_bgp_agent_object_errors_total{class=\"routes\"} 1",
+            "ovn_bgp_agent_reconciles_total{trigger=\"change\",result=\"partial\"} 1",
+            "ovn_bgp_agent_build_info{version=",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+        assert!(text.contains("ovn_bgp_agent_process_resident_memory_bytes "));
+        let s = t.snapshot().await;
+        assert_eq!(
+            s.last_reconcile.as_ref().unwrap().result,
+            ReconcileResult::Partial
+        );
+        assert_eq!(s.exposures.global().ips.len(), 2);
+    }
+
+    #[test]
+    fn health_is_live_and_not_ready_before_the_first_reconcile() {
+        let t = Telemetry::new(
+            "d",
+            "b",
+            HealthLimits {
+                idle_limit: Duration::from_secs(60),
+                stall_limit: Duration::from_secs(60),
+            },
+        );
+        let h = t.health();
+        assert!(h.live && !h.ready, "{h:?}");
+        t.set_ready();
+        assert!(t.health().ready);
+        // A wake whose work started long ago: not live.
+        t.busy_since_ms.store(now_ms() - 120_000, Ordering::Relaxed);
+        let h = t.health();
+        assert!(!h.live && !h.ready, "{h:?}");
+        assert!(h.reasons[0].contains("hangs"), "{h:?}");
+        // Idle too long: not live either.
+        t.busy_since_ms.store(0, Ordering::Relaxed);
+        t.last_wake_ms.store(now_ms() - 120_000, Ordering::Relaxed);
+        assert!(!t.health().live);
+    }
+}

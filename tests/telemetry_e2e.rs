@@ -1,0 +1,278 @@
+//! Seeing into the running agent, end to end on the lab with the NB driver: Prometheus
+//! metrics and probes on the `[telemetry] metrics_address` listener, and `ovn-bgp-agent
+//! status`, `explain` and `health` over the control socket, checked against the kernel state
+//! and the ToR.
+#![cfg(all(feature = "nb_bgp", feature = "underlay"))]
+// Real daemons run on the wall clock.
+#![allow(clippy::disallowed_types)]
+
+mod agent_fixture;
+mod lab_fixture;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use agent_fixture::Agent;
+use lab_fixture::{Lab, has, require_root, wait_tor};
+use serde_json::Value;
+
+const OVERRIDES: &str = "[DEFAULT]\ndriver = nb_ovn_bgp_driver\nexposing_method = underlay\nreconcile_interval = 20\nfrr_reconcile_interval = 2\naddress_scopes = scope-a\n";
+
+/// `GET path` on the agent's listener: (status code, body).
+fn http_get(address: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(address).unwrap_or_else(|e| panic!("connect {address}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let code = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+fn cli(lab: &Lab, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ovn-bgp-agent"))
+        .args(args)
+        .arg("--socket")
+        .arg(lab.env("AGENT_CONTROL_SOCKET"))
+        .output()
+        .expect("run ovn-bgp-agent")
+}
+
+fn cli_json(lab: &Lab, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = cli(lab, &all);
+    assert!(
+        out.status.success(),
+        "ovn-bgp-agent {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON reply")
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The addresses on bgp-nic, without prefix length (link-local left out).
+fn bgp_nic_addresses(lab: &Lab) -> BTreeSet<String> {
+    lab.ip_chassis(&["-o", "addr", "show", "dev", "bgp-nic"])
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            w.find(|x| *x == "inet" || *x == "inet6")?;
+            let a = w.next()?.split('/').next()?.to_owned();
+            (!a.starts_with("fe80")).then_some(a)
+        })
+        .collect()
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f() {
+            Ok(()) => return,
+            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+#[test]
+fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
+    require_root();
+    let lab = Lab::start_with_env(&[]);
+    lab.nbctl(&[
+        "set",
+        "NB_Global",
+        ".",
+        "external_ids:\"neutron:fip-distributed\"=False",
+    ]);
+    // Address scopes: the tenant subnet's router interface is in the allowed scope, the tenant
+    // VM's port in another one, so its address is refused (and explained).
+    lab.nbctl(&[
+        "set",
+        "Logical_Switch_Port",
+        lab.env("RI_PORT_ID"),
+        "external_ids:\"neutron:subnet_pool_addr_scope4\"=scope-a",
+    ]);
+    lab.nbctl(&[
+        "set",
+        "Logical_Switch_Port",
+        lab.env("VM_TENANT_PORT_ID"),
+        "external_ids:\"neutron:subnet_pool_addr_scope4\"=scope-b",
+    ]);
+    let metrics = lab.env("AGENT_METRICS").to_owned();
+
+    // Readiness before the first reconcile: the NB server is down, so the driver cannot sync;
+    // the agent is live (its listener answers) but not ready.
+    lab.restart(&["--kill", "--down", "nb"]);
+    let mut agent = Agent::start(lab.dir(), OVERRIDES);
+    wait_until(
+        "the probes answer",
+        Duration::from_secs(10),
+        || match std::panic::catch_unwind(|| http_get(&metrics, "/healthz")) {
+            Ok((200, _)) => Ok(()),
+            Ok((code, body)) => Err(format!("{code} {body}")),
+            Err(_) => Err("no listener yet".to_owned()),
+        },
+    );
+    let (code, body) = http_get(&metrics, "/readyz");
+    assert_eq!(code, 503, "ready before the databases synced: {body}");
+    let out = cli(&lab, &["health"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "health before the first reconcile: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    lab.restart(&["--up", "nb"]);
+
+    let vm4 = lab.env("VM_PROVIDER_IP4").to_owned();
+    let tenant = lab.env("VM_TENANT_IP4").to_owned();
+    wait_tor(&lab, "the topology (tenant VM refused by scope)", |p| {
+        has(p, &format!("{vm4}/32"))
+            && has(p, &format!("{}/32", lab.env("GW_IP4")))
+            && has(p, &format!("{}/32", lab.env("FIP_IP4")))
+            && !has(p, &format!("{tenant}/32"))
+    });
+    agent.assert_running();
+
+    // Probes and the exec probe.
+    assert_eq!(http_get(&metrics, "/readyz").0, 200);
+    assert_eq!(http_get(&metrics, "/healthz").0, 200);
+    let out = cli(&lab, &["health"]);
+    assert!(
+        out.status.success(),
+        "health: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(http_get(&metrics, "/nonsense").0, 404);
+
+    // status: what is exposed equals what is on bgp-nic.
+    let status = cli_json(&lab, &["status"]);
+    let mut exposed_ips = BTreeSet::new();
+    let mut provider_ports = 0;
+    for (kind, items) in status["exposed"].as_object().expect("exposed") {
+        for i in items.as_array().unwrap() {
+            if let Some(ip) = i["ip"].as_str() {
+                exposed_ips.insert(ip.to_owned());
+                if kind == "provider_port" && !ip.contains(':') {
+                    provider_ports += 1;
+                }
+            }
+        }
+    }
+    wait_until("bgp-nic equals status", Duration::from_secs(10), || {
+        let on_nic = bgp_nic_addresses(&lab);
+        if on_nic == exposed_ips {
+            Ok(())
+        } else {
+            Err(format!("status {exposed_ips:?}, bgp-nic {on_nic:?}"))
+        }
+    });
+    assert!(exposed_ips.contains(&vm4), "{status:#}");
+    assert_eq!(status["health"]["ready"], Value::Bool(true));
+    assert!(
+        status["last_reconcile"]["trigger"].is_string(),
+        "{status:#}"
+    );
+    let human = cli(&lab, &["status"]);
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human.contains("live, ready") && human.contains(&vm4),
+        "{human}"
+    );
+
+    // Metrics with the values status shows.
+    let (code, text) = http_get(&metrics, "/metrics");
+    assert_eq!(code, 200);
+    for line in [
+        format!("ovn_bgp_agent_exposed{{kind=\"provider_port\",family=\"ipv4\"}} {provider_ports}"),
+        "ovn_bgp_agent_build_info{version=".to_owned(),
+        "driver=\"nb_ovn_bgp_driver\"".to_owned(),
+        "ovn_bgp_agent_reconcile_duration_seconds_bucket{".to_owned(),
+        "ovn_bgp_agent_process_resident_memory_bytes ".to_owned(),
+        "ovn_bgp_agent_objects_changed_total{class=\"addresses\",op=\"added\"}".to_owned(),
+    ] {
+        assert!(text.contains(&line), "{line} not in /metrics:\n{text}");
+    }
+    let last_ok: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ovn_bgp_agent_last_successful_reconcile_timestamp_seconds "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("last successful reconcile");
+    assert!(last_ok > 1.7e9, "{last_ok}");
+
+    // explain an exposed IP: the exposure, the driver's reasoning, the kernel objects.
+    let e = cli_json(&lab, &["explain", &vm4]);
+    assert_eq!(e["exposed"][0]["ip"]["kind"], "provider_port", "{e:#}");
+    let driver = strings(&e["driver"]).join("\n");
+    assert!(driver.contains("bound here"), "{driver}");
+    let backend = strings(&e["backend"]).join("\n");
+    assert!(
+        backend.contains("addresses:") && backend.contains(&vm4),
+        "{backend}"
+    );
+    // explain an address-scope refusal.
+    let e = cli_json(&lab, &["explain", &tenant]);
+    assert!(e["exposed"].as_array().unwrap().is_empty(), "{e:#}");
+    let driver = strings(&e["driver"]).join("\n");
+    assert!(
+        driver.contains("address scope") && driver.contains("scope-b"),
+        "{driver}"
+    );
+    // explain an IP bound elsewhere.
+    lab.nbctl(&[
+        "set",
+        "Logical_Switch_Port",
+        lab.env("VM_PROVIDER_PORT_ID"),
+        "options:requested-chassis=another-host",
+    ]);
+    wait_tor(&lab, "provider VM withdrawn", |p| {
+        !has(p, &format!("{vm4}/32"))
+    });
+    let e = cli_json(&lab, &["explain", &vm4]);
+    assert!(e["exposed"].as_array().unwrap().is_empty(), "{e:#}");
+    let driver = strings(&e["driver"]).join("\n");
+    assert!(driver.contains("bound to another-host"), "{driver}");
+    let human = cli(&lab, &["explain", &vm4]);
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(human.contains("not exposed on this chassis"), "{human}");
+
+    // A restarted agent replaces the stale socket file of its predecessor.
+    agent.stop();
+    let mut agent = Agent::start(lab.dir(), OVERRIDES);
+    wait_until("the new agent answers", Duration::from_secs(20), || {
+        let out = cli(&lab, &["health"]);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+    });
+    agent.stop();
+    // No agent: the exec probe says it cannot ask.
+    assert_eq!(cli(&lab, &["health"]).status.code(), Some(2));
+}
