@@ -434,6 +434,8 @@ impl Agent {
         }
         self.telemetry.set_ready();
         self.telemetry.idle();
+        crate::notify::ready(&self.telemetry.summary(None));
+        crate::notify::spawn_watchdog(self.telemetry.clone());
         self.spawn_watchers();
 
         let defaults = &ctx.config.default;
@@ -503,6 +505,7 @@ impl Agent {
             self.telemetry.idle();
         }
         // Deliberately no cleanup: exposed routes stay so a restart withdraws nothing.
+        crate::notify::stopping();
         info!("stopping; exposed state left in place");
         Ok(self.stats)
     }

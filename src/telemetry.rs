@@ -138,6 +138,8 @@ pub struct Telemetry {
     busy_since_ms: AtomicU64,
     /// Drivers' databases synced and the first reconcile done.
     ready: AtomicU64,
+    /// Counts of the last exposures (addresses, routes, subnets, refusals), for `STATUS=`.
+    counts: [AtomicU64; 4],
     snapshot: RwLock<Snapshot>,
     reconciles: Family<ResultLabels, Counter>,
     reconcile_seconds: Family<TriggerLabels, Histogram>,
@@ -202,6 +204,7 @@ impl Telemetry {
             last_wake_ms: AtomicU64::new(0),
             busy_since_ms: AtomicU64::new(0),
             ready: AtomicU64::new(0),
+            counts: Default::default(),
             snapshot: RwLock::new(Snapshot::default()),
             reconciles: Family::default(),
             reconcile_seconds: Family::new_with_constructor(|| {
@@ -361,6 +364,20 @@ impl Telemetry {
                 .set(n);
         }
         self.skipped.set(skipped.len() as i64);
+        let totals = exposures.scopes.values().fold([0u64; 3], |[i, r, s], sc| {
+            [
+                i + sc.ips.len() as u64,
+                r + sc.routes.len() as u64,
+                s + sc.subnets.len() as u64,
+            ]
+        });
+        for (slot, n) in self
+            .counts
+            .iter()
+            .zip(totals.into_iter().chain([skipped.len() as u64]))
+        {
+            slot.store(n, Ordering::Relaxed);
+        }
         let mut s = self.snapshot.write().await;
         s.exposures = exposures;
         s.skipped = Arc::new(skipped);
@@ -440,6 +457,7 @@ impl Telemetry {
             removed,
             errors,
         };
+        crate::notify::status(&self.summary(Some(result)));
         let mut s = self.snapshot.write().await;
         if result != ReconcileResult::Failed {
             self.last_success_seconds.set(unix_secs(now));
@@ -449,6 +467,19 @@ impl Telemetry {
             }
         }
         s.last_reconcile = Some(record);
+    }
+
+    /// One line for `systemctl status`: what is exposed and how the last reconcile went.
+    pub fn summary(&self, last: Option<ReconcileResult>) -> String {
+        let [ips, routes, subnets, refused] =
+            [0, 1, 2, 3].map(|i| self.counts[i].load(Ordering::Relaxed));
+        let last = match last {
+            Some(r) => r.as_str(),
+            None => "none",
+        };
+        format!(
+            "exposing {ips} addresses, {routes} routes, {subnets} tenant subnets;              {refused} refused; last reconcile {last}"
+        )
     }
 
     /// A read view of the snapshot.

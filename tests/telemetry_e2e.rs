@@ -261,9 +261,42 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
     let human = String::from_utf8_lossy(&human.stdout);
     assert!(human.contains("not exposed on this chassis"), "{human}");
 
-    // A restarted agent replaces the stale socket file of its predecessor.
+    // A restarted agent replaces the stale socket file of its predecessor; under systemd
+    // (NOTIFY_SOCKET, WATCHDOG_USEC) it says READY=1 with a status line once it has
+    // reconciled, feeds the watchdog while its loop makes progress, and STOPPING=1 on SIGTERM.
     agent.stop();
-    let mut agent = Agent::start(lab.dir(), OVERRIDES);
+    let notify_path = lab.dir().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).expect("notify socket");
+    notify
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut agent = Agent::start_with_env(
+        lab.dir(),
+        OVERRIDES,
+        &[
+            ("NOTIFY_SOCKET", notify_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "1000000"),
+        ],
+    );
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline
+        && !(messages.iter().any(|m: &String| m.contains("READY=1"))
+            && messages.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2)
+    {
+        let n = notify.recv(&mut buf).expect("a notify message");
+        messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    let ready = messages
+        .iter()
+        .find(|m| m.contains("READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1 in {messages:?}"));
+    assert!(ready.contains("STATUS=exposing "), "{ready}");
+    assert!(
+        messages.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2,
+        "{messages:?}"
+    );
     wait_until("the new agent answers", Duration::from_secs(20), || {
         let out = cli(&lab, &["health"]);
         if out.status.success() {
@@ -273,6 +306,14 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
         }
     });
     agent.stop();
+    let mut stopping = false;
+    notify
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    while let Ok(n) = notify.recv(&mut buf) {
+        stopping |= String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1");
+    }
+    assert!(stopping, "no STOPPING=1 after SIGTERM");
     // No agent: the exec probe says it cannot ask.
     assert_eq!(cli(&lab, &["health"]).status.code(), Some(2));
 }

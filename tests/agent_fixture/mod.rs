@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 pub(crate) struct Agent {
     child: Option<Child>,
+    /// Extra environment of the agent process (e.g. systemd's `NOTIFY_SOCKET`).
+    env: Vec<(String, String)>,
     log: PathBuf,
     config: PathBuf,
     overrides: PathBuf,
@@ -21,10 +23,19 @@ impl Agent {
     /// Start the agent with the lab's configuration and `overrides` (INI text, e.g.
     /// `[DEFAULT]\nreconcile_interval = 5\n`) layered on top.
     pub(crate) fn start(lab_dir: &Path, overrides: &str) -> Agent {
+        Self::start_with_env(lab_dir, overrides, &[])
+    }
+
+    /// [`Agent::start`] with extra environment variables for the agent process.
+    pub(crate) fn start_with_env(lab_dir: &Path, overrides: &str, env: &[(&str, &str)]) -> Agent {
         let overrides_path = lab_dir.join("agent-test-overrides.conf");
         std::fs::write(&overrides_path, overrides).expect("write agent overrides");
         let mut agent = Agent {
             child: None,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             log: lab_dir.join("agent.log"),
             config: lab_dir.join("bgp-agent.conf"),
             overrides: overrides_path,
@@ -41,6 +52,7 @@ impl Agent {
             .arg(&self.overrides)
             .arg("--log-file")
             .arg(&self.log)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
