@@ -234,40 +234,30 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
     });
     let table = lab.br_ex_table();
 
-    let tenant_lb = OctaviaLb {
-        id: "e1a2b3c4-0000-4000-8000-00000000b001",
-        vip_port_id: "e1a2b3c4-0000-4000-8000-00000000e001",
-        network_id: lab.env("NET_PRIVATE_ID"),
-        vip_cidr: "10.0.0.30/24",
-        vip_fip: Some("172.24.4.130"),
-        member: &format!("{}:8080", lab.env("VM_TENANT_IP4")),
-    };
+    let tenant_lb = tenant_lb(&lab);
     let provider_lb = OctaviaLb {
         id: "e1a2b3c4-0000-4000-8000-00000000b002",
         vip_port_id: "e1a2b3c4-0000-4000-8000-00000000e002",
         network_id: lab.env("NET_PUBLIC_ID"),
         vip_cidr: "172.24.4.131/24",
         vip_fip: None,
-        member: &format!("{}:8080", lab.env("VM_PROVIDER_IP4")),
+        member: format!("{}:8080", lab.env("VM_PROVIDER_IP4")),
     };
     let pf_fip_id = "f1a2b3c4-0000-4000-8000-0000000000f2";
     let member22 = format!("{}:22", lab.env("VM_TENANT_IP4"));
-    let tenant_vip = "10.0.0.30";
-    let vip_fip = "172.24.4.130";
     let provider_vip = "172.24.4.131";
     let pf_fip = "172.24.4.140";
-    let host = |ip: &str| format!("{ip}/32");
 
     lab.add_octavia_lb(&tenant_lb);
     lab.add_octavia_lb(&provider_lb);
     let pf_lb = lab.add_port_forwarding_lb(pf_fip_id, &[("172.24.4.140:2222", &member22)]);
-    let every_vip = [tenant_vip, vip_fip, provider_vip, pf_fip].map(host);
+    let every_vip = [TENANT_VIP, VIP_FIP, provider_vip, pf_fip].map(host);
     wait_tor(&lab, "every VIP and VIP FIP at the ToR", |p| {
         every_vip.iter().all(|x| has(p, x))
     });
     wait_kernel("the LBs' kernel state", || {
-        announced_only(&lab, &table, tenant_vip)?;
-        for ip in [vip_fip, provider_vip, pf_fip] {
+        announced_only(&lab, &table, TENANT_VIP)?;
+        for ip in [VIP_FIP, provider_vip, pf_fip] {
             wired(&lab, &table, ip)?;
         }
         Ok(())
@@ -278,7 +268,7 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
     lab.nbctl(&["lb-del", &pf_lb]);
     wait_tor(&lab, "port-forwarding FIP withdrawn, the rest kept", |p| {
         !has(p, &host(pf_fip))
-            && [tenant_vip, vip_fip, provider_vip]
+            && [TENANT_VIP, VIP_FIP, provider_vip]
                 .iter()
                 .all(|x| has(p, &host(x)))
     });
@@ -289,7 +279,7 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
     // The provider-VIP LB goes.
     lab.delete_octavia_lb(&provider_lb);
     wait_tor(&lab, "provider VIP withdrawn", |p| {
-        !has(p, &host(provider_vip)) && has(p, &host(vip_fip)) && has(p, &host(tenant_vip))
+        !has(p, &host(provider_vip)) && has(p, &host(VIP_FIP)) && has(p, &host(TENANT_VIP))
     });
     wait_kernel("provider VIP unwired", || {
         absent(&lab, &table, provider_vip)
@@ -300,11 +290,11 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
     // FIP is still there (it has no external_mac: it cannot be exposed in distributed mode).
     lab.delete_octavia_lb(&tenant_lb);
     wait_tor(&lab, "tenant VIP and VIP FIP withdrawn", |p| {
-        !has(p, &host(tenant_vip)) && !has(p, &host(vip_fip)) && has(p, &gw4)
+        !has(p, &host(TENANT_VIP)) && !has(p, &host(VIP_FIP)) && has(p, &gw4)
     });
     wait_kernel("tenant VIP and VIP FIP gone from the kernel", || {
-        absent(&lab, &table, tenant_vip)?;
-        absent(&lab, &table, vip_fip)
+        absent(&lab, &table, TENANT_VIP)?;
+        absent(&lab, &table, VIP_FIP)
     });
     lab.delete_vip_port(&tenant_lb);
 
@@ -312,7 +302,7 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
     // provider VM (not behind the router) stays.
     lab.add_octavia_lb(&tenant_lb);
     let pf_lb = lab.add_port_forwarding_lb(pf_fip_id, &[("172.24.4.140:2222", &member22)]);
-    let router_vips = [tenant_vip, vip_fip, pf_fip].map(host);
+    let router_vips = [TENANT_VIP, VIP_FIP, pf_fip].map(host);
     wait_tor(&lab, "tenant LB and port forwarding back", |p| {
         router_vips.iter().all(|x| has(p, x))
     });
@@ -325,7 +315,7 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
             && has(p, &vm4)
     });
     wait_kernel("the router's exposures gone from the kernel", || {
-        for ip in [tenant_vip, vip_fip, pf_fip, lab.env("GW_IP4")] {
+        for ip in [TENANT_VIP, VIP_FIP, pf_fip, lab.env("GW_IP4")] {
             absent(&lab, &table, ip)?;
         }
         Ok(())
@@ -406,6 +396,19 @@ fn subnet_mode_end_to_end(up_env: &[(&str, &str)]) {
         "subnet mode put the VM's IP on bgp-nic:\n{addrs}"
     );
 
+    // An Octavia LB on the tenant subnet: its VIP is inside the announced prefix, so it gets no
+    // /32 of its own; its floating IP is announced.
+    let tenant_lb = tenant_lb(&lab);
+    lab.add_octavia_lb(&tenant_lb);
+    let p = wait_tor(&lab, "the tenant LB's VIP FIP at the ToR", |p| {
+        has(p, &host(VIP_FIP))
+    });
+    assert!(
+        !has(&p, &host(TENANT_VIP)) && !on_bgp_nic(&lab, TENANT_VIP),
+        "subnet mode announced the tenant VIP's /32: {p:?}\n{}",
+        kernel_state(&lab, &table)
+    );
+
     // Neutron removes the router interface: the LSP and the LRP go.
     lab.nbctl(&[
         "--",
@@ -427,6 +430,27 @@ fn subnet_mode_end_to_end(up_env: &[(&str, &str)]) {
         }
     });
     agent.assert_running();
+}
+
+/// The tenant VIP of the Octavia LB [`tenant_lb`], and its floating IP.
+const TENANT_VIP: &str = "10.0.0.30";
+const VIP_FIP: &str = "172.24.4.130";
+
+/// An Octavia LB with its VIP on the lab's tenant network, a floating IP on it, and the tenant VM
+/// as its member.
+fn tenant_lb(lab: &Lab) -> OctaviaLb<'_> {
+    OctaviaLb {
+        id: "e1a2b3c4-0000-4000-8000-00000000b001",
+        vip_port_id: "e1a2b3c4-0000-4000-8000-00000000e001",
+        network_id: lab.env("NET_PRIVATE_ID"),
+        vip_cidr: "10.0.0.30/24",
+        vip_fip: Some(VIP_FIP),
+        member: format!("{}:8080", lab.env("VM_TENANT_IP4")),
+    }
+}
+
+fn host(ip: &str) -> String {
+    format!("{ip}/32")
 }
 
 /// Waits until `probe` holds for the chassis' kernel state (the ToR may learn an address before

@@ -621,7 +621,7 @@ pub(crate) struct OctaviaLb<'a> {
     /// A floating IP associated with the VIP port (`neutron:vip_fip`), if any.
     pub(crate) vip_fip: Option<&'a str>,
     /// The pool's one member (`ip:port`).
-    pub(crate) member: &'a str,
+    pub(crate) member: String,
 }
 
 impl OctaviaLb<'_> {
@@ -721,7 +721,7 @@ impl Lab {
         let mut vips = vec![map_entry(
             "vips",
             &format!("{vip}:{LB_LISTENER_PORT}"),
-            lb.member,
+            &lb.member,
         )];
         if let Some(fip) = lb.vip_fip {
             port_ids.push(("neutron:port_fip", fip));
@@ -729,7 +729,7 @@ impl Lab {
             vips.push(map_entry(
                 "vips",
                 &format!("{fip}:{LB_LISTENER_PORT}"),
-                lb.member,
+                &lb.member,
             ));
         }
         vips.extend(external_ids(&lb_ids));
