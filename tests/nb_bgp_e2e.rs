@@ -178,7 +178,7 @@ fn on_ovn_25_03_moving_the_gateway_away_and_back_follows_lrp_status() {
 /// 25.03), which for chassis 1 is the same as "hosted elsewhere". The gateway IPs and the
 /// centralized FIP are withdrawn from the ToR and chassis 1's kernel while the provider VM (bound
 /// here, not behind the router) stays; removing chassis 2's entry brings the gateway back to
-/// chassis 1 and everything is exposed again.
+/// chassis 1 and everything is exposed again, the router's load balancers included.
 fn gateway_failover(up_env: &[(&str, &str)], gateway_source: &str) {
     require_root();
     let lab = Lab::start_with_env(up_env);
@@ -188,8 +188,13 @@ fn gateway_failover(up_env: &[(&str, &str)], gateway_source: &str) {
         ".",
         "external_ids:\"neutron:fip-distributed\"=False",
     ]);
+    // A load balancer and a port forwarding of the router: their rows come and go with the
+    // router's monitor conditions, so they must follow the gateway like its own IPs.
+    lab.add_octavia_lb(&tenant_lb(&lab));
+    add_port_forwarding(&lab);
+    let behind_gateway = [TENANT_VIP, VIP_FIP, PF_FIP].map(host);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
-    gateway_moves_away_and_back(&lab, &mut || agent.assert_running());
+    gateway_moves_away_and_back(&lab, &behind_gateway, &mut || agent.assert_running());
     assert!(
         agent.log().contains(gateway_source),
         "the agent reads the gateways from {gateway_source}:\n{}",
@@ -250,21 +255,18 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
         vip_fip: None,
         member: format!("{}:8080", lab.env("VM_PROVIDER_IP4")),
     };
-    let pf_fip_id = "f1a2b3c4-0000-4000-8000-0000000000f2";
-    let member22 = format!("{}:22", lab.env("VM_TENANT_IP4"));
     let provider_vip = "172.24.4.131";
-    let pf_fip = "172.24.4.140";
 
     lab.add_octavia_lb(&tenant_lb);
     lab.add_octavia_lb(&provider_lb);
-    let pf_lb = lab.add_port_forwarding_lb(pf_fip_id, &[("172.24.4.140:2222", &member22)]);
-    let every_vip = [TENANT_VIP, VIP_FIP, provider_vip, pf_fip].map(host);
+    let pf_lb = add_port_forwarding(&lab);
+    let every_vip = [TENANT_VIP, VIP_FIP, provider_vip, PF_FIP].map(host);
     wait_tor(&lab, "every VIP and VIP FIP at the ToR", |p| {
         every_vip.iter().all(|x| has(p, x))
     });
     wait_kernel("the LBs' kernel state", || {
         announced_only(&lab, &table, TENANT_VIP)?;
-        for ip in [VIP_FIP, provider_vip, pf_fip] {
+        for ip in [VIP_FIP, provider_vip, PF_FIP] {
             wired(&lab, &table, ip)?;
         }
         Ok(())
@@ -276,13 +278,13 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
     // The port-forwarding LB goes (its floating IP deleted): only its FIP is withdrawn.
     lab.nbctl(&["lb-del", &pf_lb]);
     wait_tor(&lab, "port-forwarding FIP withdrawn, the rest kept", |p| {
-        !has(p, &host(pf_fip))
+        !has(p, &host(PF_FIP))
             && [TENANT_VIP, VIP_FIP, provider_vip]
                 .iter()
                 .all(|x| has(p, &host(x)))
     });
     wait_kernel("port-forwarding FIP unwired", || {
-        absent(&lab, &table, pf_fip)
+        absent(&lab, &table, PF_FIP)
     });
 
     // The provider-VIP LB goes.
@@ -310,8 +312,8 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
     // Both again, then the router goes: every exposure that hangs off it is withdrawn, the
     // provider VM (not behind the router) stays.
     lab.add_octavia_lb(&tenant_lb);
-    let pf_lb = lab.add_port_forwarding_lb(pf_fip_id, &[("172.24.4.140:2222", &member22)]);
-    let router_vips = [TENANT_VIP, VIP_FIP, pf_fip].map(host);
+    let pf_lb = add_port_forwarding(&lab);
+    let router_vips = [TENANT_VIP, VIP_FIP, PF_FIP].map(host);
     wait_tor(&lab, "tenant LB and port forwarding back", |p| {
         router_vips.iter().all(|x| has(p, x))
     });
@@ -324,7 +326,7 @@ fn load_balancers_end_to_end(up_env: &[(&str, &str)]) {
             && has(p, &vm4)
     });
     wait_kernel("the router's exposures gone from the kernel", || {
-        for ip in [TENANT_VIP, VIP_FIP, pf_fip, lab.env("GW_IP4")] {
+        for ip in [TENANT_VIP, VIP_FIP, PF_FIP, lab.env("GW_IP4")] {
             absent(&lab, &table, ip)?;
         }
         Ok(())
@@ -456,6 +458,21 @@ fn tenant_lb(lab: &Lab) -> OctaviaLb<'_> {
         vip_fip: Some(VIP_FIP),
         member: format!("{}:8080", lab.env("VM_TENANT_IP4")),
     }
+}
+
+/// The floating IP of [`add_port_forwarding`].
+const PF_FIP: &str = "172.24.4.140";
+
+/// A TCP port forwarding of floating IP `PF_FIP` (port 2222) to the tenant VM's port 22, on the
+/// lab's router; returns the name of its LB.
+fn add_port_forwarding(lab: &Lab) -> String {
+    lab.add_port_forwarding_lb(
+        "f1a2b3c4-0000-4000-8000-0000000000f2",
+        &[(
+            &format!("{PF_FIP}:2222"),
+            &format!("{}:22", lab.env("VM_TENANT_IP4")),
+        )],
+    )
 }
 
 fn host(ip: &str) -> String {

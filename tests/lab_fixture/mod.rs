@@ -527,14 +527,21 @@ impl Lab {
 /// higher gateway-chassis priority) and back; the gateway IPs and the centralized FIP are
 /// withdrawn at the ToR and from chassis 1's bgp-nic while the provider VM stays, then
 /// re-exposed. Without tunnels between the lab's chassis (BFD down) chassis 2 never claims the
-/// port: chassis 1 releasing it is the move. `check_agent` runs after each phase.
-pub(crate) fn gateway_moves_away_and_back(lab: &Lab, check_agent: &mut dyn FnMut()) {
+/// port: chassis 1 releasing it is the move. `behind_gateway`: further prefixes the test exposed
+/// through the router (e.g. its load balancers' VIPs), which must follow the gateway too.
+/// `check_agent` runs after each phase.
+pub(crate) fn gateway_moves_away_and_back(
+    lab: &Lab,
+    behind_gateway: &[String],
+    check_agent: &mut dyn FnMut(),
+) {
     let vm4 = format!("{}/32", lab.env("VM_PROVIDER_IP4"));
     let vm6 = format!("{}/128", lab.env("VM_PROVIDER_IP6"));
     let gw4 = format!("{}/32", lab.env("GW_IP4"));
     let gw6 = format!("{}/128", lab.env("GW_IP6"));
     let fip = format!("{}/32", lab.env("FIP_IP4"));
-    let gateway_routes = [&gw4, &gw6, &fip];
+    let mut gateway_routes = vec![&gw4, &gw6, &fip];
+    gateway_routes.extend(behind_gateway);
     let lrp = format!("lrp-{}", lab.env("GW_PORT_ID"));
     let cr_lrp = format!("cr-{lrp}");
     let chassis1 = lab.env("CHASSIS_NAME").to_owned();
@@ -571,7 +578,7 @@ pub(crate) fn gateway_moves_away_and_back(lab: &Lab, check_agent: &mut dyn FnMut
         moved.elapsed().as_secs_f64()
     );
     let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-    for a in gateway_routes {
+    for a in &gateway_routes {
         assert!(
             !addrs.contains(a.as_str()),
             "{a} still on chassis 1's bgp-nic:\n{addrs}"
@@ -598,7 +605,7 @@ pub(crate) fn gateway_moves_away_and_back(lab: &Lab, check_agent: &mut dyn FnMut
         back.elapsed().as_secs_f64()
     );
     let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-    for a in gateway_routes {
+    for a in &gateway_routes {
         assert!(
             addrs.contains(a.as_str()),
             "{a} not back on bgp-nic:\n{addrs}"
