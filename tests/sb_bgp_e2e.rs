@@ -332,5 +332,5 @@ fn gateway_failover(up_env: &[(&str, &str)]) {
     require_root();
     let lab = Lab::start_with_env(up_env);
     let mut agent = Agent::start(lab.dir(), OVERRIDES);
-    gateway_hands_over_and_back(&lab, &mut || agent.assert_running());
+    gateway_hands_over_and_back(&lab, &[], &mut || agent.assert_running());
 }

@@ -622,14 +622,21 @@ impl Lab {
 ///
 /// (A partition does not hand over with two gateway chassis: OVN lets a chassis that lost every
 /// BFD session claim nothing, unless it still reaches a chassis hosting ports behind the router;
-/// here only chassis 1 does.) `check_agent` runs after each phase.
-pub(crate) fn gateway_hands_over_and_back(lab: &Lab, check_agent: &mut dyn FnMut()) {
+/// here only chassis 1 does.) `behind_gateway`: further prefixes the test exposed through the
+/// router (e.g. its load balancers' VIPs), which must follow the gateway too. `check_agent` runs
+/// after each phase.
+pub(crate) fn gateway_hands_over_and_back(
+    lab: &Lab,
+    behind_gateway: &[String],
+    check_agent: &mut dyn FnMut(),
+) {
     let vm4 = format!("{}/32", lab.env("VM_PROVIDER_IP4"));
     let vm6 = format!("{}/128", lab.env("VM_PROVIDER_IP6"));
     let gw4 = format!("{}/32", lab.env("GW_IP4"));
     let gw6 = format!("{}/128", lab.env("GW_IP6"));
     let fip = format!("{}/32", lab.env("FIP_IP4"));
-    let gateway_routes = [&gw4, &gw6, &fip];
+    let mut gateway_routes = vec![&gw4, &gw6, &fip];
+    gateway_routes.extend(behind_gateway);
     let lrp = format!("lrp-{}", lab.env("GW_PORT_ID"));
     let cr_lrp = format!("cr-{lrp}");
     let chassis1 = lab.env("CHASSIS_NAME").to_owned();
@@ -658,7 +665,7 @@ pub(crate) fn gateway_hands_over_and_back(lab: &Lab, check_agent: &mut dyn FnMut
                 && (!keep_vm || (has(p, &vm4) && has(p, &vm6)))
         });
         let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-        for a in gateway_routes {
+        for a in &gateway_routes {
             assert!(
                 !addrs.contains(a.as_str()),
                 "{a} still on chassis 1's bgp-nic:\n{addrs}"
@@ -673,7 +680,7 @@ pub(crate) fn gateway_hands_over_and_back(lab: &Lab, check_agent: &mut dyn FnMut
             gateway_routes.iter().all(|x| has(p, x)) && has(p, &vm4) && has(p, &vm6)
         });
         let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);
-        for a in gateway_routes {
+        for a in &gateway_routes {
             assert!(addrs.contains(a.as_str()), "{a} not on bgp-nic:\n{addrs}");
         }
     };
@@ -736,4 +743,241 @@ pub(crate) fn gateway_hands_over_and_back(lab: &Lab, check_agent: &mut dyn FnMut
         drop(lab.restart(&["--up", "ovn-controller"]))
     });
     check_agent();
+}
+
+/// A load balancer of the Octavia OVN provider on the lab's router, written as
+/// ovn-octavia-provider and Neutron's OVN driver write it (interactions.md §5).
+pub(crate) struct OctaviaLb<'a> {
+    /// The Octavia load balancer id: `Load_Balancer.name`.
+    pub(crate) id: &'a str,
+    /// The VIP's Neutron port (`ovn-lb-vip-<lb id>`): `neutron:vip_port_id`, its LSP's name.
+    pub(crate) vip_port_id: &'a str,
+    /// The network of the VIP (switch `neutron-<id>`).
+    pub(crate) network_id: &'a str,
+    /// The VIP with the prefix length of its subnet, e.g. `10.0.0.30/24`.
+    pub(crate) vip_cidr: &'a str,
+    /// A floating IP associated with the VIP port (`neutron:vip_fip`), if any.
+    pub(crate) vip_fip: Option<&'a str>,
+    /// The pool's one member (`ip:port`).
+    pub(crate) member: String,
+}
+
+impl OctaviaLb<'_> {
+    fn vip(&self) -> &str {
+        self.vip_cidr
+            .split_once('/')
+            .map_or(self.vip_cidr, |(ip, _)| ip)
+    }
+}
+
+/// The TCP port of the lab's Octavia listeners.
+const LB_LISTENER_PORT: u16 = 80;
+
+/// A quoted OVSDB map entry for ovn-nbctl: `COLUMN:"KEY"="VALUE"` (keys with `:` need quotes).
+fn map_entry(column: &str, key: &str, value: &str) -> String {
+    format!(
+        "{column}:\"{key}\"=\"{}\"",
+        value.replace('\\', "\\\\").replace('"', "\\\"")
+    )
+}
+
+/// `external_ids:"KEY"="VALUE"` for each pair.
+fn external_ids(pairs: &[(&str, &str)]) -> Vec<String> {
+    pairs
+        .iter()
+        .map(|(k, v)| map_entry("external_ids", k, v))
+        .collect()
+}
+
+/// The commands of one ovn-nbctl transaction (`-- CMD ARGS… -- CMD ARGS…`): what Neutron writes
+/// in one OVSDB transaction is written in one here too.
+#[derive(Default)]
+struct NbTxn(Vec<String>);
+
+impl NbTxn {
+    fn cmd(&mut self, words: &[&str], extra: Vec<String>) -> &mut Self {
+        self.0.push("--".to_owned());
+        self.0.extend(words.iter().map(|w| (*w).to_owned()));
+        self.0.extend(extra);
+        self
+    }
+
+    /// `add TABLE ROW COLUMN VALUE`, e.g. a new row's `@id` to a router's `load_balancer`.
+    fn add(&mut self, table: &str, row: &str, column: &str, value: &str) -> &mut Self {
+        self.cmd(&["add", table, row, column, value], Vec::new())
+    }
+
+    fn run(&self, lab: &Lab) -> String {
+        lab.nbctl(&self.0.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+}
+
+impl Lab {
+    /// `neutron-<ROUTER_ID>`: the lab's router, as Neutron names its Logical_Router.
+    pub(crate) fn router_name(&self) -> String {
+        format!("neutron-{}", self.env("ROUTER_ID"))
+    }
+
+    /// Creates an Octavia OVN-provider load balancer on the lab's router, as the provider and
+    /// Neutron write it: the VIP port (Neutron writes an `ovn-lb-vip-*` port with no
+    /// `addresses`; nothing ever binds it), the `Load_Balancer` (`name` = LB id, `lr_ref`,
+    /// `ls_refs`, `neutron:vip`, `neutron:vip_port_id`, listener and pool keys) attached to the
+    /// router and the VIP's switch; with a floating IP also Neutron's NAT row for the VIP port
+    /// (no `external_mac`: the port is unbound) and what Neutron adds to the LB for it (the FIP
+    /// VIP in `vips`, `neutron:vip_fip`).
+    pub(crate) fn add_octavia_lb(&self, lb: &OctaviaLb) {
+        let router = self.router_name();
+        let switch = format!("neutron-{}", lb.network_id);
+        let vip = lb.vip();
+        let short = &lb.id[..8];
+        let port_name = format!("ovn-lb-vip-{}", lb.id);
+        let mut port_ids = vec![
+            ("neutron:cidrs", lb.vip_cidr),
+            ("neutron:device_owner", ""),
+            ("neutron:network_name", switch.as_str()),
+            ("neutron:port_name", port_name.as_str()),
+            ("neutron:revision_number", "2"),
+        ];
+        let listener = (
+            format!("listener_{short}-listener"),
+            format!("{LB_LISTENER_PORT}:pool_{short}-pool"),
+        );
+        let pool = (
+            format!("pool_{short}-pool"),
+            format!("member_{short}-member_{}_{}", lb.member, lb.network_id),
+        );
+        let ls_refs = format!("{{\"{switch}\": 1}}");
+        let mut lb_ids = vec![
+            ("lr_ref", router.as_str()),
+            ("ls_refs", ls_refs.as_str()),
+            ("neutron:vip", vip),
+            ("neutron:vip_port_id", lb.vip_port_id),
+            ("enabled", "True"),
+            (listener.0.as_str(), listener.1.as_str()),
+            (pool.0.as_str(), pool.1.as_str()),
+        ];
+        let mut vips = vec![map_entry(
+            "vips",
+            &format!("{vip}:{LB_LISTENER_PORT}"),
+            &lb.member,
+        )];
+        if let Some(fip) = lb.vip_fip {
+            port_ids.push(("neutron:port_fip", fip));
+            lb_ids.push(("neutron:vip_fip", fip));
+            vips.push(map_entry(
+                "vips",
+                &format!("{fip}:{LB_LISTENER_PORT}"),
+                &lb.member,
+            ));
+        }
+        vips.extend(external_ids(&lb_ids));
+        let mut txn = NbTxn::default();
+        txn.cmd(&["lsp-add", &switch, lb.vip_port_id], Vec::new())
+            .cmd(
+                &["set", "Logical_Switch_Port", lb.vip_port_id],
+                external_ids(&port_ids),
+            )
+            .cmd(
+                &[
+                    "--id=@lb",
+                    "create",
+                    "Load_Balancer",
+                    &format!("name={}", lb.id),
+                    "protocol=tcp",
+                ],
+                vips,
+            )
+            .add("Logical_Router", &router, "load_balancer", "@lb")
+            .add("Logical_Switch", &switch, "load_balancer", "@lb");
+        if let Some(fip) = lb.vip_fip {
+            let gw_lrp = self.nbctl(&[
+                "get",
+                "Logical_Router_Port",
+                &format!("lrp-{}", self.env("GW_PORT_ID")),
+                "_uuid",
+            ]);
+            txn.cmd(
+                &[
+                    "--id=@fip",
+                    "create",
+                    "NAT",
+                    "type=dnat_and_snat",
+                    &format!("external_ip={fip}"),
+                    &format!("logical_ip={vip}"),
+                    &format!("logical_port={}", lb.vip_port_id),
+                    &format!("gateway_port={}", gw_lrp.trim()),
+                ],
+                external_ids(&[
+                    ("neutron:fip_port_id", lb.vip_port_id),
+                    ("neutron:fip_network_id", self.env("NET_PUBLIC_ID")),
+                    ("neutron:router_name", &router),
+                ]),
+            )
+            .add("Logical_Router", &router, "nat", "@fip");
+        }
+        txn.run(self);
+    }
+
+    /// Deletes an Octavia load balancer as the provider does (the `Load_Balancer` row; the
+    /// router's and switch's weak references go with it). The VIP port and its floating IP are
+    /// Neutron's and stay until [`Lab::delete_vip_port`].
+    pub(crate) fn delete_octavia_lb(&self, lb: &OctaviaLb) {
+        self.nbctl(&["lb-del", lb.id]);
+    }
+
+    /// Deletes the VIP port of an Octavia load balancer as Neutron does: its floating IP's NAT
+    /// row, then the port.
+    pub(crate) fn delete_vip_port(&self, lb: &OctaviaLb) {
+        if let Some(fip) = lb.vip_fip {
+            self.nbctl(&["lr-nat-del", &self.router_name(), "dnat_and_snat", fip]);
+        }
+        self.nbctl(&["lsp-del", lb.vip_port_id]);
+    }
+
+    /// Creates the load balancer Neutron's OVN driver writes for the TCP port forwardings of a
+    /// floating IP: `pf-floatingip-<fip id>-tcp`, one `vips` entry per forwarding (`fip:external
+    /// port` → `internal ip:internal port`), `neutron:router_name` = `neutron-<router id>`,
+    /// attached to the router. Returns the LB's name.
+    pub(crate) fn add_port_forwarding_lb(
+        &self,
+        fip_id: &str,
+        forwardings: &[(&str, &str)],
+    ) -> String {
+        let name = format!("pf-floatingip-{fip_id}-tcp");
+        let router = self.router_name();
+        let mut columns: Vec<String> = forwardings
+            .iter()
+            .map(|(external, internal)| map_entry("vips", external, internal))
+            .collect();
+        columns.extend(external_ids(&[
+            ("neutron:device_owner", "port_forwarding_plugin"),
+            ("neutron:fip_id", fip_id),
+            ("neutron:router_name", &router),
+        ]));
+        NbTxn::default()
+            .cmd(
+                &[
+                    "--id=@lb",
+                    "create",
+                    "Load_Balancer",
+                    &format!("name={name}"),
+                    "protocol=tcp",
+                ],
+                columns,
+            )
+            .add("Logical_Router", &router, "load_balancer", "@lb")
+            .run(self);
+        name
+    }
+
+    /// Deletes the lab's router as Neutron does when the router goes: its router-interface and
+    /// gateway ports (LSPs), then the `Logical_Router` (its LRPs, NATs and gateway chassis go
+    /// with it; load balancers only lose the reference).
+    pub(crate) fn delete_router(&self) {
+        NbTxn::default()
+            .cmd(&["lsp-del", self.env("RI_PORT_ID")], Vec::new())
+            .cmd(&["lsp-del", self.env("GW_PORT_ID")], Vec::new())
+            .cmd(&["lr-del", &self.router_name()], Vec::new())
+            .run(self);
+    }
 }
