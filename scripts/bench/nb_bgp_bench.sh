@@ -66,7 +66,7 @@ if [ "${BENCH_UPSTREAM:-0}" = 1 ]; then
     echo "==> upstream venv $venv: $(grep -i '^ovn-bgp-agent==' "$venv/pip-freeze.txt"), $(grep -ci . "$venv/pip-freeze.txt") packages"
     upstream_args=(--upstream-venv "$venv" --upstream-events "${BENCH_UPSTREAM_EVENTS:-50}"
                    --upstream-timeout "${BENCH_UPSTREAM_TIMEOUT:-600}")
-    [ "${BENCH_UPSTREAM_ONLY:-0}" = 1 ] && upstream_args+=(--skip-ours)
+    if [ "${BENCH_UPSTREAM_ONLY:-0}" = 1 ]; then upstream_args+=(--skip-ours); fi
 fi
 
 echo "==> building the agent (release)"
