@@ -10,6 +10,8 @@ command -v ovn-controller >/dev/null || need+=(ovn-host)
 command -v ip >/dev/null || need+=(iproute2)
 # Builds the OVN 25.03 tier's chroot (scripts/lab/ovn-chroot.sh, LAB_OVN=25.03).
 command -v debootstrap >/dev/null || need+=(debootstrap)
+# `python3 -m venv` for upstream ovn-bgp-agent in the NB benchmark (BENCH_UPSTREAM=1).
+python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive

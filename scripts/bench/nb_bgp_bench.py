@@ -34,6 +34,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -59,7 +61,6 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     wait_reconciled,
 )
 
-PROVIDER_LS = "bench-provider"
 REMOTE_HOST = "bench-remote.example"  # where the measured ports are when not bound here
 REMOTE_HOSTS = 500
 PROJECTS_PER_PROVIDER = 1000
@@ -86,6 +87,11 @@ class NbLab:
         self.env = env
         self.w = watcher
         self.here = env["CHASSIS_HOSTNAME"]
+        # The measured ports join the lab's provider network (`public`): the lab binds a VM of
+        # it here, so ovn-controller has plugged its localnet patch port into br-ex, as in a real
+        # cloud (upstream's wiring of a provider port looks that patch port up and fails for a
+        # switch that has none; with northd paused, no new switch would get one).
+        self.provider_ls = f"neutron-{env['NET_PUBLIC_ID']}"
         self.ports = []  # measured ports: (name, ip, NB uuid)
         self.projects = 0
         self.providers = {}  # provider index -> Logical_Switch uuid
@@ -112,7 +118,7 @@ class NbLab:
             "neutron:device_id": rid(0xbe0c, i),
             "neutron:device_owner": "compute:nova",
             "neutron:host_id": host,
-            "neutron:network_name": PROVIDER_LS,
+            "neutron:network_name": self.provider_ls,
             "neutron:project_id": PROJECT_ID,
             "neutron:revision_number": "2",
         })
@@ -124,8 +130,31 @@ class NbLab:
                 "row": {"options": omap({"requested-chassis": host}), "up": bound,
                         "external_ids": self.measured_ext(i, host)}}
 
+    def provider_patch_port(self):
+        """The OVS patch port ovn-controller plugged into br-ex for the localnet port of the
+        lab's provider switch (it does so because the lab binds a VM of that switch here)."""
+        ls = self.select("Logical_Switch", [["name", "==", self.provider_ls]], ["ports"])[0]
+        uuids = [u for _, u in ls["ports"][1]] if ls["ports"][0] == "set" else [ls["ports"][1]]
+        lsps = self.w.transact(
+            [{"op": "select", "table": "Logical_Switch_Port",
+              "where": [["_uuid", "==", uuid_ref(u)], ["type", "==", "localnet"]],
+              "columns": ["name"]} for u in uuids], what="localnet of the provider switch")
+        name = next(r["rows"][0]["name"] for r in lsps if r["rows"])
+        return f"patch-{name}-to-br-int"
+
+    def wait_patch_port(self, timeout=30):
+        patch = self.provider_patch_port()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            r = subprocess.run(["ovs-vsctl", f"--db=unix:{self.env['OVS_SOCK']}", "get",
+                                "Interface", patch, "ofport"], capture_output=True, text=True)
+            if r.returncode == 0 and r.stdout.strip() not in ("", "-1", "[]"):
+                return patch
+            time.sleep(0.1)
+        raise TimeoutError(f"no {patch} in br-ex after {timeout} s")
+
     def create_measured_ports(self, count, bound_here):
-        """A provider switch with a localnet port on `public` and `count` VM ports."""
+        """`count` VM ports on the measured provider switch, the first `bound_here` bound here."""
         names = [f"bench-local-{i}" for i in range(count)]
         ops, refs = [], []
         for i, name in enumerate(names):
@@ -138,13 +167,9 @@ class NbLab:
                                 "options": omap({"requested-chassis": host}),
                                 "up": i < bound_here,
                                 "external_ids": self.measured_ext(i, host)}})
-        ops.append({"op": "insert", "table": "Logical_Switch_Port", "uuid-name": "ln",
-                    "row": {"name": "provnet-bench", "type": "localnet", "addresses": "unknown",
-                            "options": omap({"network_name": "public"})}})
-        refs.append(["named-uuid", "ln"])
-        ops.append({"op": "insert", "table": "Logical_Switch",
-                    "row": {"name": PROVIDER_LS, "ports": set_of(refs),
-                            "external_ids": omap({"neutron:network_name": "bench"})}})
+        ops.append({"op": "mutate", "table": "Logical_Switch",
+                    "where": [["name", "==", self.provider_ls]],
+                    "mutations": [["ports", "insert", set_of(refs)]]})
         res = self.w.transact(ops, what="create measured ports")
         self.ports = [(i, measured_ip(i), res[i]["uuid"][1]) for i in range(count)]
 
@@ -399,6 +424,309 @@ def measure(lab, w, agent, args, counts):
     return res
 
 
+# --------------------------------------------------------------------------------------------
+# The upstream NB driver (ovn-bgp-agent 7.0.0 from PyPI) on the same Northbound, for comparison
+
+
+UPSTREAM_ARP_PREFIX = "169.254."  # upstream constants.ARP_IPV4_PREFIX / NDP_IPV6_PREFIX:
+UPSTREAM_NDP_PREFIX = "fd53:d91e:400:7f17:"  # addresses it puts on each provider bridge
+OVS_FLOW_COOKIES = ("999", "998")  # OVS_RULE_COOKIE / OVS_VRF_RULE_COOKIE (ours uses 999 too)
+
+
+class UpstreamAgent(Agent):
+    """Upstream `ovn-bgp-agent` (7.0.0, installed in a venv by nb_bgp_bench.sh) with
+    `driver = nb_ovn_bgp_driver`, `exposing_method = underlay`, run inside the chassis netns.
+
+    The config-only workarounds of issue 13 that let it run in the lab:
+    - `bgp-vrf`/`bgp-nic` created beforehand as the lab's stand-ins (a bridge and an ifb enslaved
+      to it: this kernel has neither the vrf nor the dummy module); upstream's `ensure_vrf` and
+      `ensure_dummy_device` only set an existing device up;
+    - a private mount namespace (`unshare -m`) in which the lab's chassis FRR vty socket dir is
+      bound onto `/run/frr` (upstream's vtysh calls hard-code `--vty_socket /run/frr/`) and a fresh
+      copy of `/etc/iproute2` onto `/etc/iproute2` (upstream appends `<n> br-ex` to
+      `/etc/iproute2/rt_tables`: the host's file stays untouched);
+    - `[agent] root_helper = env PATH=<venv>/bin:...`: oslo.privsep starts its daemons as
+      `<root_helper> privsep-helper ...`; we are root already, so the helper only has to find the
+      venv's `privsep-helper` (the default `sudo` would search the secure_path, not the venv);
+    - `OVS_RUNDIR` in its environment, so its `ovs-vsctl`/`ovs-ofctl` calls reach the lab's OVS.
+    """
+
+    def __init__(self, venv, env, lab_conf, lab_dir, debug=False):
+        super().__init__(os.path.join(venv, "bin", "ovn-bgp-agent"),
+                         os.path.join(lab_dir, "upstream-bgp-agent.conf"), lab_dir,
+                         os.path.join(lab_dir, "upstream-agent.log"))
+        self.venv, self.env = venv, env
+        self.iproute2 = os.path.join(lab_dir, "upstream-iproute2")
+        text = open(lab_conf).read()
+        table = re.search(r"(?m)^bgp_vrf_table_id = (\d+)$", text)
+        self.vrf_table = table.group(1) if table else "10"
+        with open(self.conf, "w") as f:
+            f.write(f"""# upstream ovn-bgp-agent 7.0.0 for the lab in {lab_dir} (written by nb_bgp_bench.py)
+[DEFAULT]
+debug = {debug}
+driver = nb_ovn_bgp_driver
+exposing_method = underlay
+expose_tenant_networks = True
+ovsdb_connection = unix:{env["OVS_SOCK"]}
+bgp_AS = {env["CHASSIS_AS"]}
+bgp_router_id = {env["CHASSIS_IP4"]}
+bgp_nic = bgp-nic
+bgp_vrf = bgp-vrf
+bgp_vrf_table_id = {self.vrf_table}
+
+[agent]
+root_helper = env PATH={venv}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+[ovn]
+ovn_nb_connection = unix:{env["NB_SOCK"]}
+""")
+
+    def command(self):
+        ns = self.env["NS_CHASSIS"]
+        return ["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "--",
+                "sh", "-c",
+                'mount --bind "$1" /run/frr && mount --bind "$2" /etc/iproute2 && shift 2 && '
+                'exec "$@"', "sh", self.env["VTY_CHASSIS"], self.iproute2,
+                "env", f"OVS_RUNDIR={self.env['OVS_RUNDIR']}",
+                self.binary, "--config-file", self.conf, "--log-file", self.log_path]
+
+    def start(self):
+        ns = self.env["NS_CHASSIS"]
+        shutil.rmtree(self.iproute2, ignore_errors=True)
+        shutil.copytree("/etc/iproute2", self.iproute2, symlinks=True)
+        for args in (["link", "add", "bgp-vrf", "type", "bridge"],
+                     ["link", "add", "bgp-nic", "type", "ifb"],
+                     ["link", "set", "bgp-nic", "master", "bgp-vrf"],
+                     ["link", "set", "bgp-vrf", "up"], ["link", "set", "bgp-nic", "up"]):
+            subprocess.run(["ip", "-n", ns, *args], check=True)
+        open(self.log_path, "w").close()
+        self.log_pos = 0
+        t0 = time.time()
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=open(self.log_path + ".stderr", "w"))
+        # `ip netns exec`, `unshare`, `sh -c exec` and `env` all exec: the pid is the agent's.
+        with open(os.path.join(self.lab_dir, "upstream-agent.pid"), "w") as f:
+            f.write(f"{self.proc.pid}\n")
+        return t0
+
+    def privsep_pids(self):
+        """The privsep daemons it started (their command line names this agent's config)."""
+        pids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == getattr(self.proc, "pid", None):
+                continue
+            try:
+                cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if any(b"privsep-helper" in a for a in cmd) and self.conf.encode() in cmd:
+                pids.append(int(d))
+        return sorted(pids)
+
+    def stop(self):
+        helpers = self.privsep_pids() if self.proc else []
+        super().stop()
+        for pid in helpers:  # they exit with their channel; make sure
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def all_cpu_seconds(self):
+        total = 0.0
+        for pid in [self.proc.pid] + self.privsep_pids():
+            try:
+                fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    def memory(self):
+        """VmRSS/VmHWM/Pss (MiB) of the agent process, of each privsep daemon, and summed
+        (RSS summed counts the shared pages of the Python binary in each process; Pss does not)."""
+        def one(pid):
+            out = {}
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    if k in ("VmRSS", "VmHWM"):
+                        out[k] = int(v.split()[0]) / 1024.0
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    if k == "Pss":
+                        out[k] = int(v.split()[0]) / 1024.0
+            return out
+        agent = one(self.proc.pid)
+        helpers = {}
+        for pid in self.privsep_pids():
+            try:
+                helpers[str(pid)] = one(pid)
+            except OSError:
+                pass
+        total = {k: agent[k] + sum(h.get(k, 0.0) for h in helpers.values())
+                 for k in ("VmRSS", "VmHWM", "Pss")}
+        return {"agent": agent, "privsep": helpers, "sum": total}
+
+
+def clean_chassis_state(env, extra_tables=()):
+    """Remove what either agent left in the chassis netns and on br-ex, so each starts cold:
+    what clean_agent_kernel_state removes (bgp-nic, bgp-vrf, non-default rules and their
+    tables), plus the tables upstream recorded in its rt_tables copy, the permanent neighbours
+    and the upstream ARP/NDP addresses on the provider bridges, and the cookie-999/998 flows."""
+    ns = env["NS_CHASSIS"]
+    tables = clean_agent_kernel_state(ns)
+    bridges = ["br-ex"]
+    for t in extra_tables:
+        for fam in ("-4", "-6"):
+            subprocess.run(["ip", "-n", ns, fam, "route", "flush", "table", str(t)],
+                           capture_output=True)
+    for br in bridges:
+        subprocess.run(["ip", "-n", ns, "neigh", "flush", "dev", br, "nud", "permanent"],
+                       capture_output=True)
+        addrs = json.loads(subprocess.run(["ip", "-n", ns, "-j", "addr", "show", "dev", br],
+                                          capture_output=True, text=True).stdout or "[]")
+        for link in addrs:
+            for a in link.get("addr_info", []):
+                if a["local"].startswith((UPSTREAM_ARP_PREFIX, UPSTREAM_NDP_PREFIX)):
+                    subprocess.run(["ip", "-n", ns, "addr", "del",
+                                    f"{a['local']}/{a['prefixlen']}", "dev", br],
+                                   capture_output=True)
+        ovs_env = dict(os.environ, OVS_RUNDIR=env["OVS_RUNDIR"])
+        for cookie in OVS_FLOW_COOKIES:
+            subprocess.run(["ovs-ofctl", "del-flows", br, f"cookie={cookie}/-1"],
+                           env=ovs_env, capture_output=True)
+    return sorted(tables | {str(t) for t in extra_tables})
+
+
+def upstream_tables(up):
+    """Routing tables upstream created for the provider bridges (in its rt_tables copy)."""
+    out = []
+    try:
+        for line in open(os.path.join(up.iproute2, "rt_tables")):
+            m = re.match(r"^\s*(\d+)\s+(br-\S+)\s*$", line)
+            if m:
+                out.append(m.group(1))
+    except OSError:
+        pass
+    return out
+
+
+def wait_cpu_idle(up, w, quiet=2.0, timeout=600):
+    """Until the agent and its privsep daemons used no CPU for `quiet` s (first sync done)."""
+    t0 = time.time()
+    last_cpu, last_change = up.all_cpu_seconds(), time.time()
+    while time.time() - t0 < timeout:
+        w.pump(0.25)
+        cpu = up.all_cpu_seconds()
+        if cpu != last_cpu:
+            last_cpu, last_change = cpu, time.time()
+        elif time.time() - last_change >= quiet:
+            return round(last_change - t0, 1)
+        if not up.alive():
+            return None
+    return None
+
+
+def log_tail(path, lines=40):
+    try:
+        return open(path, errors="replace").read().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def measure_upstream(lab, w, up, args):
+    """Cold start to all K local addresses, memory after the first sync, and bind/unbind
+    latency for `args.upstream_events` ports, of the upstream agent on the NB as it is now."""
+    res = {}
+    k = args.cold_start_ports
+    cold = lab.ports[:k]
+    events = lab.ports[k:k + args.upstream_events]
+    want = {ip for _, ip, _ in cold}
+    res["tables_cleaned_before"] = clean_chassis_state(lab.env)
+    w.dump_addresses()
+    if want & w.present:
+        raise RuntimeError("cold-start addresses still present before the upstream start")
+    try:
+        t0 = up.start()
+        try:
+            w.wait(lambda: want <= w.present or not up.alive(), args.upstream_timeout,
+                   "upstream cold start exposure")
+        except TimeoutError:
+            got = len(want & w.present)
+            res["cold_start"] = {"did_not_finish_s": args.upstream_timeout,
+                                 "addresses_present": got, "local_ports": k}
+            log(f"upstream: cold start did not finish in {args.upstream_timeout} s "
+                f"({got}/{k} addresses)")
+            if up.alive():
+                res["rss_at_timeout"] = up.memory()
+            res["log_tail"] = log_tail(up.log_path)
+            return res
+        if not up.alive():
+            res["exited"] = up.proc.returncode
+            res["log_tail"] = log_tail(up.log_path) + log_tail(up.log_path + ".stderr")
+            log(f"upstream: exited with {up.proc.returncode}; see {up.log_path}")
+            return res
+        t_all = max(w.added[ip] for ip in want)
+        res["cold_start"] = {"local_ports": k,
+                             "exec_to_all_addresses_ms": round((t_all - t0) * 1000, 1),
+                             "exec_to_first_address_ms":
+                                 round((min(w.added[ip] for ip in want) - t0) * 1000, 1)}
+        log(f"upstream: cold start {res['cold_start']}")
+        idle = wait_cpu_idle(up, w, timeout=args.upstream_timeout)
+        res["first_sync_cpu_idle_after_s"] = idle
+        res["rss_after_first_sync"] = up.memory()
+        log(f"upstream: memory after the first sync {res['rss_after_first_sync']['sum']} "
+            f"(agent {res['rss_after_first_sync']['agent']})")
+
+        def one_by_one(ports, bound):
+            lat = []
+            for i, ip, uuid in ports:
+                wait_idle(up, w, quiet=args.gap)
+                t_send = time.time()
+                req = w.sb.transact_async([lab.bind_op(i, uuid, bound)])
+                try:
+                    if bound:
+                        w.wait(lambda: ip in w.present and w.added.get(ip, 0) >= t_send,
+                               args.upstream_event_timeout, f"upstream address {ip}")
+                        t_ev = w.added[ip]
+                    else:
+                        w.wait(lambda: ip not in w.present and w.removed.get(ip, 0) >= t_send,
+                               args.upstream_event_timeout, f"upstream removal of {ip}")
+                        t_ev = w.removed[ip]
+                except TimeoutError:
+                    w.reply(req)
+                    return {"from_send": summary(lat) if lat else None, "done": len(lat),
+                            "did_not_finish": f"event {len(lat) + 1} of {len(ports)}: no "
+                            f"{'address' if bound else 'removal'} within "
+                            f"{args.upstream_event_timeout} s"}
+                w.reply(req)
+                lat.append(t_ev - t_send)
+            return {"from_send": summary(lat), "done": len(lat)}
+
+        if events:
+            cpu0 = up.all_cpu_seconds()
+            res["bind"] = one_by_one(events, True)
+            res["bind"]["cpu_ms_per_event_incl_privsep"] = round(
+                (up.all_cpu_seconds() - cpu0) * 1000 / max(1, res["bind"]["done"]), 2)
+            log(f"upstream: bind {res['bind']}")
+            res["unbind"] = one_by_one(events, False)
+            log(f"upstream: unbind {res['unbind']}")
+            # Leave the measured ports as our agent found them, whatever upstream did.
+            w.transact([lab.bind_op(i, u, False) for i, _, u in events], what="unbind events")
+        wait_idle(up, w, quiet=0.5)
+        res["rss_end"] = up.memory()
+        res["log_errors"] = [line for line in open(up.log_path, errors="replace")
+                             if " ERROR " in line or "Traceback" in line][:20]
+    finally:
+        tables = upstream_tables(up)
+        up.stop()
+        res["tables_cleaned_after"] = clean_chassis_state(lab.env, tables)
+    return res
+
+
 def memory(agent):
     """VmRSS/VmHWM, and from smaps_rollup the anonymous memory and the part of it in
     transparent huge pages (MiB): a huge page partly used counts whole in RSS."""
@@ -441,6 +769,18 @@ def main():
                     help="agent log quiet time before each single event (s)")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--out", help="JSON results file")
+    ap.add_argument("--upstream-venv",
+                    help="also run upstream ovn-bgp-agent (NB driver) from this venv at each N, "
+                         "after ours, on the same NB (nb_bgp_bench.sh BENCH_UPSTREAM=1 makes it)")
+    ap.add_argument("--upstream-events", type=int, default=50,
+                    help="bind/unbind events measured on upstream (a subset of ours)")
+    ap.add_argument("--upstream-timeout", type=float, default=600,
+                    help="s upstream may take for its cold start (and its first sync to end)")
+    ap.add_argument("--upstream-event-timeout", type=float, default=30,
+                    help="s upstream may take for one bind/unbind before that phase is given up")
+    ap.add_argument("--upstream-debug", action="store_true", help="upstream `debug = True`")
+    ap.add_argument("--skip-ours", action="store_true",
+                    help="measure upstream only (to debug its set-up)")
     ap.add_argument("--report", help="print the markdown table of an existing JSON results file")
     args = ap.parse_args()
     if args.report:
@@ -454,7 +794,10 @@ def main():
     lab = NbLab(env, w)
     conf = nb_agent_conf(env["AGENT_CONF"], os.path.join(args.lab_dir, "bgp-agent-nb.conf"))
     agent = Agent(args.agent, conf, args.lab_dir, os.path.join(args.lab_dir, "agent-bench.log"))
+    upstream = (UpstreamAgent(args.upstream_venv, env, env["AGENT_CONF"], args.lab_dir,
+                              debug=args.upstream_debug) if args.upstream_venv else None)
     results = {"machine_start": machine_info(), "params": vars(args), "runs": [],
+               "lab_ovn": env.get("LAB_OVN", "system"),
                # allocator settings passed to the agent (e.g. MIMALLOC_ALLOW_THP=0)
                "agent_env": {k: v for k, v in os.environ.items() if k.startswith("MIMALLOC_")}}
     measured = args.cold_start_ports + args.events + args.burst
@@ -463,7 +806,7 @@ def main():
         # northd would overwrite `up` from the Southbound and compute flows for the whole bulk.
         subprocess.run(["ovn-appctl", "-t", os.path.join(ovn_dir, "ovn-northd.ctl"), "pause"],
                        check=True)
-        log("ovn-northd paused")
+        log(f"ovn-northd paused; provider patch port {lab.wait_patch_port()} in br-ex")
         lab.set_fip_centralized()
         lab.create_measured_ports(measured, args.cold_start_ports)
         base = lab.count("Logical_Switch_Port")
@@ -477,14 +820,21 @@ def main():
                                                 "Logical_Router", "Logical_Router_Port", "NAT")}
             counts["bulk_load_s"] = load_s
             log(f"=== N = {counts['Logical_Switch_Port']} LSPs in the NB: {counts} ===")
-            run = measure(lab, w, agent, args, counts)
+            run = {"nb_rows": counts} if args.skip_ours else measure(lab, w, agent, args, counts)
             run["lsps"] = counts["Logical_Switch_Port"]
+            if upstream:
+                # One after the other, never together: both would write bgp-nic.
+                agent.stop()
+                log("=== upstream ovn-bgp-agent 7.0.0 (NB driver) on the same NB ===")
+                run["upstream"] = measure_upstream(lab, w, upstream, args)
             run["loadavg"] = open("/proc/loadavg").read().split()[:3]
             results["runs"].append(run)
             with open(args.out, "w") as f:
                 json.dump(results, f, indent=2)
     finally:
         agent.stop()
+        if upstream:
+            upstream.stop()
     results["machine_end"] = machine_info()
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
@@ -541,6 +891,70 @@ def markdown(results):
             try:
                 cells.append(f(r))
             except (KeyError, TypeError):
+                cells.append("n/a")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    if any("upstream" in r for r in runs):
+        out += ["", upstream_markdown(results)]
+    return "\n".join(out)
+
+
+def upstream_markdown(results):
+    """Ours against upstream 7.0.0 on the same NB, one column per N (docs/nb-bgp-benchmark.md)."""
+    runs = [r for r in results["runs"] if "upstream" in r]
+
+    def up_cold(r):
+        c = r["upstream"].get("cold_start") or {}
+        if "did_not_finish_s" in c:
+            return f"did not finish in {c['did_not_finish_s']:.0f} s ({c['addresses_present']}/{c['local_ports']})"
+        if "exec_to_all_addresses_ms" in c:
+            return f"{c['exec_to_all_addresses_ms']}"
+        return f"exited ({r['upstream'].get('exited')})"
+
+    def ours_hwm(r):
+        return r["rss_end"]["VmHWM"]
+
+    def up_mem(r, key, what):
+        return r["upstream"]["rss_after_first_sync"][what][key]
+
+    def lat(d):
+        if not d or not d.get("from_send"):
+            return "n/a"
+        text = f"{d['from_send']['p50_ms']} / {d['from_send']['p99_ms']}"
+        if d.get("did_not_finish"):
+            text += f" ({d['did_not_finish']})"
+        return text
+
+    rows = [
+        ("ours: cold start to all K addresses (ms, first of the runs)",
+         lambda r: f"{r['cold_start']['exec_to_all_addresses_ms']}"),
+        ("upstream: cold start to all K addresses (ms)", up_cold),
+        ("ours: VmHWM at end (MiB)", lambda r: f"{ours_hwm(r):.1f}"),
+        ("upstream agent process: VmRSS / VmHWM after its first sync (MiB)",
+         lambda r: f"{up_mem(r, 'VmRSS', 'agent'):.1f} / {up_mem(r, 'VmHWM', 'agent'):.1f}"),
+        ("upstream agent + privsep daemons: VmRSS sum / Pss sum (MiB)",
+         lambda r: f"{up_mem(r, 'VmRSS', 'sum'):.1f} / {up_mem(r, 'Pss', 'sum'):.1f} "
+                   f"({len(r['upstream']['rss_after_first_sync']['privsep'])} daemons)"),
+        ("upstream agent process VmRSS ÷ ours VmHWM",
+         lambda r: f"{up_mem(r, 'VmRSS', 'agent') / ours_hwm(r):.1f}×"),
+        ("upstream agent + privsep VmRSS ÷ ours VmHWM",
+         lambda r: f"{up_mem(r, 'VmRSS', 'sum') / ours_hwm(r):.1f}×"),
+        ("ours: bind → address p50 / p99 (ms)", lambda r: lat(r["bind"])),
+        ("upstream: bind → address p50 / p99 (ms)", lambda r: lat(r["upstream"].get("bind"))),
+        ("upstream: unbind → removal p50 / p99 (ms)",
+         lambda r: lat(r["upstream"].get("unbind"))),
+        ("upstream: CPU per bind event, agent + privsep (ms)",
+         lambda r: f"{r['upstream']['bind']['cpu_ms_per_event_incl_privsep']}"),
+        ("upstream: VmRSS sum at end (MiB)",
+         lambda r: f"{r['upstream']['rss_end']['sum']['VmRSS']:.1f}"),
+    ]
+    out = ["| ours vs upstream 7.0.0 | " + " | ".join(f"N = {r['lsps']} LSPs" for r in runs) + " |",
+           "|---|" + "---|" * len(runs)]
+    for label, f in rows:
+        cells = []
+        for r in runs:
+            try:
+                cells.append(f(r))
+            except (KeyError, TypeError, ZeroDivisionError):
                 cells.append("n/a")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)

@@ -13,6 +13,14 @@
 # CARGO_TARGET_DIR (where the release build goes), and the lab's own LAB_DIR / LAB_NS_PREFIX /
 # LAB_NB_TCP_PORT / LAB_SB_TCP_PORT (defaults below keep it apart from a default lab). The lab is
 # torn down at the end (also on failure) unless --keep.
+#
+# BENCH_UPSTREAM=1: at each N, after our agent, run upstream ovn-bgp-agent 7.0.0 (PyPI) with its NB
+# driver on the same Northbound and measure its memory, cold start and bind latency (one after
+# the other: both would write bgp-nic). Its venv is made once in BENCH_UPSTREAM_VENV (default
+# /var/cache/ovn-bgp-agent/upstream-ovn-bgp-agent-7.0.0) with one line of 7.0.0 patched (below).
+# BENCH_UPSTREAM_EVENTS (50), BENCH_UPSTREAM_TIMEOUT (600 s), BENCH_UPSTREAM_ONLY=1 (skip ours).
+#
+#   sudo BENCH_SIZES=100000 BENCH_UPSTREAM=1 scripts/bench/nb_bgp_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -27,6 +35,39 @@ keep=0
 
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }
+
+upstream_args=()
+if [ "${BENCH_UPSTREAM:-0}" = 1 ]; then
+    # Upstream's NB driver needs OVN >= 23.09 (LRP `status`): on the host's 23.03 its first sync
+    # dies on `Row instance has no attribute 'status'` (GetLSPsForGwChassisCommand, centralized
+    # FIPs) before exposing anything. So the comparison runs on the 25.03 tier unless told otherwise.
+    export LAB_OVN=${LAB_OVN:-25.03}
+    venv=${BENCH_UPSTREAM_VENV:-/var/cache/ovn-bgp-agent/upstream-ovn-bgp-agent-7.0.0}
+    # The stamp is written last: an interrupted install is redone, never used half-made.
+    if [ ! -f "$venv/.bench-ready" ]; then
+        echo "==> installing upstream ovn-bgp-agent==7.0.0 from PyPI into $venv"
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check ovn-bgp-agent==7.0.0
+        wire=$("$venv/bin/python" -c 'import ovn_bgp_agent.drivers.openstack.utils.wire as m; print(m.__file__)')
+        # 7.0.0 defect: ensure_base_wiring_config() starts with `routing_tables = routing_tables or {}`;
+        # sync() passes its (empty) self.ovn_routing_tables, which `or` replaces by a new dict, so the
+        # bridge's table is never recorded where the driver looks and every wiring of a provider
+        # port raises KeyError('br-ex'): 7.0.0 exposes nothing in underlay mode. Keep the caller's dict.
+        cp "$wire" "$wire.orig"
+        sed -i 's/^    routing_tables = routing_tables or {}$/    routing_tables = {} if routing_tables is None else routing_tables/' "$wire"
+        echo "==> patched $wire (the one line upstream 7.0.0 needs to expose anything in underlay mode):"
+        diff -u "$wire.orig" "$wire" || true
+        grep -q '^    routing_tables = {} if routing_tables is None else routing_tables$' "$wire" ||
+            { echo "patch of $wire did not apply" >&2; exit 1; }
+        "$venv/bin/pip" freeze --disable-pip-version-check >"$venv/pip-freeze.txt"
+        touch "$venv/.bench-ready"
+    fi
+    echo "==> upstream venv $venv: $(grep -i '^ovn-bgp-agent==' "$venv/pip-freeze.txt"), $(grep -ci . "$venv/pip-freeze.txt") packages"
+    upstream_args=(--upstream-venv "$venv" --upstream-events "${BENCH_UPSTREAM_EVENTS:-50}"
+                   --upstream-timeout "${BENCH_UPSTREAM_TIMEOUT:-600}")
+    if [ "${BENCH_UPSTREAM_ONLY:-0}" = 1 ]; then upstream_args+=(--skip-ours); fi
+fi
 
 echo "==> building the agent (release)"
 cargo build --release --quiet --bin ovn-bgp-agent
@@ -43,5 +84,5 @@ python3 scripts/bench/nb_bgp_bench.py \
     --lab-dir "$LAB_DIR" --agent "$agent" --sizes "$sizes" \
     --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
     --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
-    --out "$out"
+    --out "$out" "${upstream_args[@]}"
 echo "==> JSON results: $out"
