@@ -100,6 +100,10 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         socket: Option<PathBuf>,
     },
+    /// Check the host prerequisites of the configured mode (local OVS and the chassis identity,
+    /// OVN databases, FRR's sockets, provider bridges, forwarding, rp_filter, VRF/dummy support)
+    /// and say what to fix; exit 1 if any check fails. Changes nothing.
+    Doctor,
     /// Replay a recorded case through the compiled driver: print the monitor conditions and
     /// exposures after the initial database (step 00) and after each NN-update.json, and fail
     /// naming the first step that differs from its NN-expected.json. The case folder holds
@@ -133,6 +137,7 @@ pub fn main() -> ExitCode {
             json,
             socket,
         } => crate::control_cli::explain(&sources(&cli), socket.as_deref(), query, *json),
+        Command::Doctor => doctor(&cli),
         Command::Health { live, socket } => {
             crate::control_cli::health(&sources(&cli), socket.as_deref(), *live)
         }
@@ -271,6 +276,41 @@ fn check_config(cli: &Cli) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// `doctor`: one line per check, with the fix; non-zero exit when one fails.
+fn doctor(cli: &Cli) -> ExitCode {
+    let loaded = match config::load::load(&sources(cli)) {
+        Ok(l) => l,
+        Err(e) => {
+            for line in e.to_string().lines() {
+                eprintln!("error: {line}");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let findings = rt.block_on(crate::doctor::run(&loaded.config));
+    for f in &findings {
+        println!("{f}");
+    }
+    if findings
+        .iter()
+        .any(|f| f.severity == crate::doctor::Severity::Fail)
+    {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// The `check-config` listing.

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod control_cli;
+pub mod doctor;
 pub mod exposure;
 pub mod host;
 pub(crate) mod notify;

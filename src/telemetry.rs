@@ -24,6 +24,21 @@ use tokio::sync::RwLock;
 use crate::exposure::{ExposureKind, ExposureSet, SkippedRow};
 use crate::system::{ChangeReport, DesiredSystem};
 
+/// Process-wide metrics the capability layer records into (it has no handle on the host's
+/// [`Telemetry`]); every [`Telemetry`] registers them.
+pub(crate) mod global {
+    use std::sync::LazyLock;
+
+    use prometheus_client::metrics::counter::Counter;
+
+    /// FRR daemon restarts noticed (the vty socket fingerprint changed), each followed by a
+    /// re-apply of the agent's configuration.
+    pub(crate) static FRR_RESTARTS: LazyLock<Counter> = LazyLock::new(Counter::default);
+    /// Flow checks that found the agent's OpenFlow flows drifted (an OVS restart,
+    /// `emer-reset`) and repaired them.
+    pub(crate) static FLOW_REPAIRS: LazyLock<Counter> = LazyLock::new(Counter::default);
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TriggerLabels {
     trigger: String,
@@ -268,6 +283,17 @@ impl Telemetry {
             "driver_changes",
             "Changes the driver reported (database updates, resyncs)",
             t.driver_changes.clone(),
+        );
+        r.register(
+            "frr_restarts",
+            "FRR daemon restarts noticed, each followed by a re-apply of the agent's configuration",
+            global::FRR_RESTARTS.clone(),
+        );
+        r.register(
+            "flow_repairs",
+            "Flow checks that found the agent's OpenFlow flows lost or changed (OVS restart, \
+             emer-reset) and repaired them",
+            global::FLOW_REPAIRS.clone(),
         );
         r.register(
             "process_resident_memory_bytes",

@@ -652,6 +652,15 @@ fn frr_killed_and_restarted(driver: Driver) {
     r.wait("FRR restarted: the agent's config re-applied", bound, |r| {
         frr_has_agent_config(&r.lab)
     });
+    // The agent counts the restart it noticed.
+    r.wait(
+        "FRR restart counted in the metrics",
+        bound,
+        |r| match lab_fixture::agent_metric(&r.lab, "ovn_bgp_agent_frr_restarts_total") {
+            Some(n) if n >= 1.0 => Ok(()),
+            other => Err(format!("ovn_bgp_agent_frr_restarts_total = {other:?}")),
+        },
+    );
     r.wait_all_back(
         "FRR restarted",
         killed_at,

@@ -170,6 +170,43 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
     );
     assert_eq!(http_get(&metrics, "/nonsense").0, 404);
 
+    // doctor: the lab's prerequisites are met; a wrong FRR socket directory is a failure that
+    // says what to fix.
+    let conf = lab.dir().join("bgp-agent.conf");
+    let overrides = lab.dir().join("agent-test-overrides.conf");
+    let doctor = |extra: Option<&std::path::Path>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ovn-bgp-agent"));
+        cmd.arg("--config-file")
+            .arg(&conf)
+            .arg("--config-file")
+            .arg(&overrides);
+        if let Some(e) = extra {
+            cmd.arg("--config-file").arg(e);
+        }
+        cmd.arg("doctor").output().expect("run doctor")
+    };
+    let out = doctor(None);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "doctor on the lab:\n{text}");
+    for line in [
+        "ok   local OVS database",
+        "ok   OVN Northbound",
+        "ok   OVN Southbound",
+        "zebra.vty answers",
+        "provider bridge: br-ex",
+    ] {
+        assert!(text.contains(line), "{line} not in:\n{text}");
+    }
+    let broken = lab.dir().join("doctor-broken.conf");
+    std::fs::write(&broken, "[frr]\nvty_socket_dir = /nonexistent-frr\n").unwrap();
+    let out = doctor(Some(&broken));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("FAIL FRR: /nonexistent-frr/zebra.vty") && text.contains("fix: start FRR"),
+        "{text}"
+    );
+
     // status: what is exposed equals what is on bgp-nic.
     let status = cli_json(&lab, &["status"]);
     let mut exposed_ips = BTreeSet::new();

@@ -44,6 +44,28 @@ pub(crate) fn require_root() {
     );
 }
 
+/// The value of one series on the agent's `/metrics` (the lab's `[telemetry] metrics_address`),
+/// e.g. `ovn_bgp_agent_frr_restarts_total`; `None` when the agent does not answer or has no
+/// such series.
+pub(crate) fn agent_metric(lab: &Lab, series: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let address = lab.env("AGENT_METRICS");
+    let mut s = std::net::TcpStream::connect(address).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    reply.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
 /// One running lab. Dropping it runs `down.sh`.
 pub(crate) struct Lab {
     dir: PathBuf,

@@ -161,6 +161,7 @@ impl VtyshConfigurator {
             return Ok(0);
         }
         if !applied.fingerprint.is_empty() && applied.fingerprint != fingerprint {
+            crate::telemetry::global::FRR_RESTARTS.inc();
             tracing::warn!(
                 dir = %self.vtysh.options().vty_socket_dir.display(),
                 "FRR daemons restarted since the last apply; re-applying the agent's configuration"

@@ -401,6 +401,7 @@ impl OvsFlows {
                     continue;
                 };
                 if report.added > 0 || report.removed > 0 {
+                    crate::telemetry::global::FLOW_REPAIRS.inc();
                     tracing::warn!(
                         added = report.added,
                         removed = report.removed,
