@@ -14,6 +14,7 @@ pub mod control;
 pub mod control_cli;
 pub mod exposure;
 pub mod host;
+pub(crate) mod logging;
 pub(crate) mod notify;
 pub mod ovn;
 pub mod plugin;
