@@ -340,6 +340,7 @@ pub(crate) fn reload() {
         tracing::error!("SIGHUP: {}", LoggingError::Reload(e));
         return;
     }
+    follow_with_log_crate();
     for p in &outputs.problems {
         tracing::warn!("{p}");
     }
@@ -372,6 +373,22 @@ pub(crate) fn reload() {
     tracing::debug!("SIGHUP: debug logging is on");
     // `installed.options` keeps the values in force since start, so a change that waits for a
     // restart is named again at every SIGHUP until then.
+}
+
+/// Libraries that log through the `log` crate (rustls) are bridged into tracing with the level
+/// in force at start as their ceiling (`try_init`); a reload moves that ceiling with the new
+/// filter, so turning `debug` on by SIGHUP also shows their debug lines.
+fn follow_with_log_crate() {
+    use tracing::level_filters::LevelFilter;
+    let level = match LevelFilter::current() {
+        LevelFilter::OFF => log::LevelFilter::Off,
+        LevelFilter::ERROR => log::LevelFilter::Error,
+        LevelFilter::WARN => log::LevelFilter::Warn,
+        LevelFilter::INFO => log::LevelFilter::Info,
+        LevelFilter::DEBUG => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    log::set_max_level(level);
 }
 
 /// Handle SIGHUP for the rest of the process's life ([`reload`] on each), instead of being
