@@ -14,29 +14,36 @@
 //! A block belongs to the allocator its size picks, and `GlobalAlloc` is always told the size
 //! on `dealloc`/`realloc`, so no bookkeeping is needed; a `realloc` that crosses [`HUGE`]
 //! moves the block between the two.
+//!
+//! On musl (`target_env = "musl"`, the static build) the huge blocks go to musl's malloc, which
+//! also maps every block above its fixed threshold (about 128 KiB) on its own and grows it with
+//! `mremap`; it has no tunable threshold (`mallopt` is glibc's), so there is nothing to pin.
 
 // Unsafe code allowed in this file only: a global allocator is unsafe by definition (GlobalAlloc, mmap/mremap).
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
+#[cfg(target_env = "gnu")]
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Blocks at least this large are mapped directly (glibc `mmap`/`mremap`).
+/// Blocks at least this large are mapped directly (libc `mmap`/`mremap`).
 pub const HUGE: usize = 4 << 20;
 
-/// glibc aligns every block to 16 bytes; larger alignments stay with mimalloc.
+/// glibc and musl align every block to 16 bytes; larger alignments stay with mimalloc.
 const GLIBC_ALIGN: usize = 16;
 
 pub struct AgentAllocator;
-
-static MMAP_THRESHOLD_SET: AtomicBool = AtomicBool::new(false);
 
 fn is_huge(size: usize, align: usize) -> bool {
     size >= HUGE && align <= GLIBC_ALIGN
 }
 
+#[cfg(target_env = "gnu")]
+static MMAP_THRESHOLD_SET: AtomicBool = AtomicBool::new(false);
+
 /// Pins glibc's mmap threshold at [`HUGE`] (it otherwise rises after frees, up to 32 MB, and
 /// then serves such blocks from the heap, where `realloc` copies).
+#[cfg(target_env = "gnu")]
 fn pin_mmap_threshold() {
     if !MMAP_THRESHOLD_SET.load(Ordering::Relaxed) {
         // SAFETY: mallopt only changes glibc's tunables; it does not allocate through us.
@@ -44,6 +51,11 @@ fn pin_mmap_threshold() {
         MMAP_THRESHOLD_SET.store(true, Ordering::Relaxed);
     }
 }
+
+/// Nothing to pin outside glibc: musl maps every block this large on its own, always (its
+/// threshold is fixed, far below [`HUGE`]), and grows it with `mremap` as glibc does.
+#[cfg(not(target_env = "gnu"))]
+fn pin_mmap_threshold() {}
 
 /// Asks for transparent huge pages on a huge block (THP is in `madvise` mode on most
 /// distributions): one fault per 2 MB instead of per 4 KB while the block fills. The flag is a

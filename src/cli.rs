@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::{self, ConfigSources};
 use crate::host::Agent;
+use crate::logging;
 use crate::plugin;
 use crate::replay;
 
@@ -26,30 +27,37 @@ pub struct Cli {
     /// Directory of `*.conf` files read in name order after the config files; repeatable.
     #[arg(long = "config-dir", global = true, value_name = "DIR")]
     pub config_dir: Vec<PathBuf>,
-    /// Log output format.
-    #[arg(long = "log-format", global = true, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// Log output format (`json`: as `--use-json`); overrides `[DEFAULT] use_json`.
+    #[arg(long = "log-format", global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
     /// oslo.log `--debug`: log at debug level (as `[DEFAULT] debug = true`).
     #[arg(short = 'd', long = "debug", global = true)]
     pub debug: bool,
     /// oslo.log `--log-file`: append logs to this file instead of stderr (relative paths are
-    /// taken inside `--log-dir` when given).
+    /// taken inside the log dir when one is given); overrides `[DEFAULT] log_file`.
     #[arg(long = "log-file", global = true, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
-    /// oslo.log `--log-dir`: directory of `--log-file` (alone: `<dir>/ovn-bgp-agent.log`).
+    /// oslo.log `--log-dir`: directory of a relative log file (alone:
+    /// `<dir>/ovn-bgp-agent.log`); overrides `[DEFAULT] log_dir`.
     #[arg(long = "log-dir", global = true, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
-    /// oslo.log `--use-json`: same as `--log-format json`.
+    /// oslo.log `--use-json`: one JSON object per log line (as `[DEFAULT] use_json = true`).
     #[arg(long = "use-json", global = true)]
     pub use_json: bool,
-    /// oslo.log flags deployment tools pass that have no meaning here; accepted so that the
-    /// agent starts with the same command line as upstream, and reported as ignored.
-    #[arg(long = "use-syslog", global = true, hide = true)]
+    /// oslo.log `--use-syslog`: also log to syslog on /dev/log (as `[DEFAULT] use_syslog`).
+    #[arg(long = "use-syslog", global = true)]
     pub use_syslog: bool,
-    #[arg(long = "use-journal", global = true, hide = true)]
+    /// oslo.log `--syslog-log-facility`: the syslog facility (`LOG_USER`, `local0`, ...).
+    #[arg(long = "syslog-log-facility", global = true, value_name = "FACILITY")]
+    pub syslog_log_facility: Option<String>,
+    /// oslo.log `--use-journal`: also log to journald (as `[DEFAULT] use_journal`).
+    #[arg(long = "use-journal", global = true)]
     pub use_journal: bool,
+    /// oslo.log `--watch-log-file`: accepted; the log file is always reopened when moved.
     #[arg(long = "watch-log-file", global = true, hide = true)]
     pub watch_log_file: bool,
+    /// oslo.log's removed `--verbose`: accepted and reported as ignored, so that the agent
+    /// starts with the command lines deployment tools still pass.
     #[arg(short = 'v', long = "verbose", global = true, hide = true)]
     pub verbose: bool,
     #[command(subcommand)]
@@ -355,54 +363,21 @@ fn ini_value(value: &str) -> String {
     value.replace('\n', "\n    ")
 }
 
-/// Where logs go: `--log-file`/`--log-dir` as oslo.log combines them, else stderr.
-fn log_path(cli: &Cli) -> Option<PathBuf> {
-    match (&cli.log_dir, &cli.log_file) {
-        (Some(dir), Some(file)) if file.is_relative() => Some(dir.join(file)),
-        (_, Some(file)) => Some(file.clone()),
-        (Some(dir), None) => Some(dir.join("ovn-bgp-agent.log")),
-        (None, None) => None,
+/// The oslo.log flags given on the command line, which override the configuration file.
+fn log_overrides(cli: &Cli) -> logging::LogOverrides {
+    logging::LogOverrides {
+        debug: cli.debug,
+        log_file: cli.log_file.clone(),
+        log_dir: cli.log_dir.clone(),
+        use_json: match (cli.use_json, cli.log_format) {
+            (true, _) | (false, Some(LogFormat::Json)) => Some(true),
+            (false, Some(LogFormat::Text)) => Some(false),
+            (false, None) => None,
+        },
+        use_syslog: cli.use_syslog,
+        use_journal: cli.use_journal,
+        syslog_log_facility: cli.syslog_log_facility.clone(),
     }
-}
-
-fn init_logging(cli: &Cli, debug: bool) -> Result<(), String> {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(if debug { "debug" } else { "info" }));
-    let json = cli.use_json || cli.log_format == LogFormat::Json;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match log_path(cli) {
-        Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| format!("--log-file {}: {e}", path.display()))?;
-            let builder = builder
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file));
-            if json {
-                builder.json().init()
-            } else {
-                builder.init()
-            }
-        }
-        None if json => builder.json().init(),
-        None => builder
-            .with_writer(std::io::stderr)
-            .with_ansi(stderr_wants_colour(
-                std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                std::env::var_os("NO_COLOR").as_deref(),
-            ))
-            .init(),
-    }
-    Ok(())
-}
-
-/// Colour only on a terminal, and never when `NO_COLOR` is set to anything non-empty
-/// (no-color.org): a journal or a redirected log must not carry escape codes.
-fn stderr_wants_colour(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
-    is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 fn run(cli: &Cli) -> ExitCode {
@@ -413,30 +388,16 @@ fn run(cli: &Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = init_logging(cli, cli.debug || loaded.config.default.debug) {
+    if let Err(e) = logging::init(&loaded, sources(cli), log_overrides(cli)) {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
-    for (given, flag) in [
-        (cli.use_syslog, "--use-syslog"),
-        (cli.use_journal, "--use-journal"),
-        (cli.watch_log_file, "--watch-log-file"),
-        (cli.verbose, "--verbose"),
-    ] {
-        if given {
-            tracing::warn!("{flag} is an oslo.log option this agent accepts and ignores");
-        }
+    if cli.verbose {
+        tracing::warn!("--verbose is an oslo.log option this agent accepts and ignores");
     }
-    let agent = match Agent::new(Arc::new(loaded.config)) {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::error!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -447,25 +408,23 @@ fn run(cli: &Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // From here on SIGHUP reloads instead of killing the agent.
+    if let Err(e) = runtime.block_on(async { logging::watch_sighup() }) {
+        tracing::error!("cannot install the SIGHUP handler: {e}");
+        return ExitCode::FAILURE;
+    }
+    let agent = match Agent::new(Arc::new(loaded.config)) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
     match runtime.block_on(agent.run()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn colour_only_on_a_terminal_without_no_color() {
-        use std::ffi::OsStr;
-        assert!(stderr_wants_colour(true, None));
-        assert!(stderr_wants_colour(true, Some(OsStr::new(""))));
-        assert!(!stderr_wants_colour(true, Some(OsStr::new("1"))));
-        assert!(!stderr_wants_colour(false, None));
     }
 }

@@ -15,6 +15,7 @@ pub mod control_cli;
 pub mod doctor;
 pub mod exposure;
 pub mod host;
+pub(crate) mod logging;
 pub(crate) mod notify;
 pub mod ovn;
 pub mod plugin;

@@ -136,6 +136,13 @@ fn upstream_conf_with_every_option_is_read() {
     );
     assert_eq!(d.exposing_method, "vrf");
     assert!(d.debug);
+    // oslo.log's options as upstream's sample sets them.
+    assert_eq!(
+        d.log_file.as_deref(),
+        Some(Path::new("/var/log/ovn-bgp-agent/bgp-agent.log"))
+    );
+    assert!(!d.use_stderr && !d.use_json && !d.use_syslog && !d.use_journal);
+    assert_eq!(d.syslog_log_facility, "LOG_LOCAL0");
     assert_eq!(
         c.agent.root_helper,
         "sudo ovn-bgp-agent-rootwrap /etc/ovn-bgp-agent/rootwrap.conf"
@@ -197,9 +204,8 @@ fn upstream_conf_with_every_option_is_read() {
         .map(|n| (n.section.clone(), n.key.clone()))
         .collect();
     for (s, k) in [
-        ("DEFAULT", "log_file"),
-        ("DEFAULT", "use_stderr"),
         ("DEFAULT", "default_log_levels"),
+        ("DEFAULT", "logging_context_format_string"),
         ("oslo_concurrency", "lock_path"),
         ("privsep", "helper_command"),
         ("privsep", "capabilities"),
@@ -906,7 +912,11 @@ fn check_config_prints_every_option_with_its_source() {
         "[frr] vtysh_path = /usr/bin/vtysh  (default)".to_owned(),
         "[linux] netns =   (default)".to_owned(),
         format!(
-            "[DEFAULT] log_file = /var/log/ovn-bgp-agent/bgp-agent.log  ({}:21; no effect)",
+            "[DEFAULT] log_file = /var/log/ovn-bgp-agent/bgp-agent.log  ({}:21)",
+            conf.display()
+        ),
+        format!(
+            "[DEFAULT] default_log_levels = amqp=WARN,oslo.privsep.daemon=INFO,stevedore=WARN  ({}:33; no effect)",
             conf.display()
         ),
     ] {

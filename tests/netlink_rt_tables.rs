@@ -112,3 +112,113 @@ fn exhaustion_is_an_error_for_that_bridge_only() {
     let after = std::fs::read_to_string(&path).unwrap();
     assert_eq!(after, format!("{content}42 br-a\n"));
 }
+
+/// Run `f` on a thread of its own in a private mount namespace (the mounts it makes vanish with
+/// the thread; commands it spawns inherit the namespace). Needs root.
+fn in_private_mount_namespace<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+            .expect("unshare(CLONE_NEWNS): the test needs root");
+        run("mount", &["--make-rprivate", "/"]);
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = std::process::Command::new(cmd).args(args).output().unwrap();
+    assert!(out.status.success(), "{cmd} {args:?}: {out:?}");
+}
+
+/// rt_tables bind-mounted as a single file (a container layout): a rename over it fails with
+/// EBUSY, yet tables are recorded, into the host's file; two agents sharing it and a foreign
+/// writer appending meanwhile lose no line and never share a number.
+#[test]
+fn rt_tables_bind_mounted_as_a_single_file() {
+    let dir = TempDir::new();
+    let host_file = dir.0.join("host-rt_tables");
+    std::fs::write(&host_file, ORIGINAL).unwrap();
+    let mounted = dir.0.join("etc-iproute2").join("rt_tables");
+    std::fs::create_dir_all(mounted.parent().unwrap()).unwrap();
+    std::fs::write(&mounted, "").unwrap();
+
+    let (host_file2, mounted2) = (host_file.clone(), mounted.clone());
+    in_private_mount_namespace(move || {
+        run(
+            "mount",
+            &[
+                "--bind",
+                host_file2.to_str().unwrap(),
+                mounted2.to_str().unwrap(),
+            ],
+        );
+        // The layout is real: what an atomic replace does fails here.
+        let tmp = mounted2.with_file_name(".rt_tables.tmp");
+        std::fs::write(&tmp, "x").unwrap();
+        let err = std::fs::rename(&tmp, &mounted2).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+        std::fs::remove_file(&tmp).unwrap();
+
+        let tables = RtTables::new(&mounted2, 10);
+        let ex = tables.ensure_one(&br("br-ex")).unwrap();
+        let text = std::fs::read_to_string(&host_file2).unwrap();
+        assert_eq!(text, format!("{ORIGINAL}{ex} br-ex\n"), "the host's file");
+
+        // Two agents allocating the same bridges at once, and someone appending by hand
+        // without any lock.
+        let bridges: Vec<InterfaceName> = (0..60).map(|i| br(&format!("br-{i}"))).collect();
+        let agents: Vec<_> = (0..2)
+            .map(|_| {
+                let (path, bridges) = (mounted2.clone(), bridges.clone());
+                std::thread::spawn(move || {
+                    let tables = RtTables::new(&path, 10);
+                    bridges
+                        .iter()
+                        .map(|b| tables.ensure_one(b).unwrap())
+                        .collect::<Vec<u32>>()
+                })
+            })
+            .collect();
+        let foreign = {
+            let path = mounted2.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                for i in 0..200 {
+                    let mut f = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(&path)
+                        .unwrap();
+                    f.write_all(format!("# operator's line {i}\n").as_bytes())
+                        .unwrap();
+                }
+            })
+        };
+        let answers: Vec<Vec<u32>> = agents.into_iter().map(|a| a.join().unwrap()).collect();
+        foreign.join().unwrap();
+        assert_eq!(answers[0], answers[1], "both agents got the same numbers");
+
+        let text = std::fs::read_to_string(&host_file2).unwrap();
+        assert!(text.starts_with(ORIGINAL), "{text}");
+        for i in 0..200 {
+            assert!(
+                text.contains(&format!("# operator's line {i}\n")),
+                "lost line {i}"
+            );
+        }
+        let mut numbers = std::collections::BTreeSet::new();
+        for (b, n) in bridges.iter().zip(&answers[0]) {
+            let line = format!("{n} {b}\n");
+            assert_eq!(text.matches(&line).count(), 1, "{line:?} in\n{text}");
+            assert!(numbers.insert(*n), "table {n} given twice");
+        }
+        assert!(!numbers.contains(&ex) && !numbers.contains(&150) && !numbers.contains(&10));
+    });
+    // The mount went with the namespace; the host's file kept everything.
+    assert_eq!(std::fs::read_to_string(&mounted).unwrap(), "");
+    assert!(
+        std::fs::read_to_string(&host_file)
+            .unwrap()
+            .contains("# operator's line 199\n")
+    );
+}

@@ -3,11 +3,17 @@
 //! Upstream picks a random free number and exits the process when none is left. Here the number
 //! is deterministic — a stable hash of the bridge name, probed linearly over 1..=252 skipping
 //! `bgp_vrf_table_id` and every number already in the file — so two chassis (or two runs) give a
-//! bridge the same table. The file keeps all its other content; new `<n> <bridge>` lines are
-//! appended through an atomic replace. Exhaustion is an error for that bridge only.
+//! bridge the same table. Exhaustion is an error for that bridge only.
+//!
+//! The file is only ever appended to (as upstream does), never rewritten or replaced: read,
+//! decide and append happen under an exclusive `flock` on the file, so two agents sharing it
+//! cannot give one number twice, and a line someone else writes meanwhile is never lost. This
+//! also works where the file is a bind mount of its own (a container layout), on which a
+//! rename-over fails with `EBUSY`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::types::InterfaceName;
@@ -102,15 +108,59 @@ impl RtTables {
         }
     }
 
-    fn read(&self) -> Result<String, RtTablesError> {
-        match std::fs::read_to_string(&self.path) {
-            Ok(s) => Ok(s),
+    /// Read the file, let `decide` say what to append, and append it, all under an exclusive
+    /// lock. A missing or empty file is taken as the system template (written with the first
+    /// lines appended). The file is opened for writing only when something is to be written,
+    /// so a read-only file that already has every line works. `decide` may run twice: once
+    /// without the lock on a missing file, to create the file only when something is to be
+    /// written.
+    fn update<T>(&self, decide: impl Fn(&str) -> (T, String)) -> Result<T, RtTablesError> {
+        let file = match File::open(&self.path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(std::fs::read_to_string(SYSTEM_TEMPLATE)
-                    .unwrap_or_else(|_| DEFAULT_CONTENT.to_owned()))
+                let (out, appended) = decide(&template());
+                if appended.is_empty() {
+                    return Ok(out);
+                }
+                if let Some(dir) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
+                }
+                // Created empty; whoever locks it first writes the template.
+                self.open_for_append(true)?;
+                File::open(&self.path).map_err(|e| self.io(e))?
             }
-            Err(e) => Err(self.io(e)),
+            Err(e) => return Err(self.io(e)),
+        };
+        let mut file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| self.io(errno.into()))?;
+        let mut content = String::new();
+        file.read_to_string(&mut content).map_err(|e| self.io(e))?;
+        let mut write = String::new();
+        if content.is_empty() {
+            content = template();
+            write.push_str(&content);
+        } else if !content.ends_with('\n') {
+            write.push('\n');
         }
+        let (out, appended) = decide(&content);
+        if !appended.is_empty() {
+            write.push_str(&appended);
+            // One write under the lock (held by `file` until it drops): O_APPEND puts it
+            // whole at the end, whoever else appends without locking.
+            let mut w = self.open_for_append(false)?;
+            w.write_all(write.as_bytes())
+                .and_then(|()| w.sync_data())
+                .map_err(|e| self.io(e))?;
+        }
+        Ok(out)
+    }
+
+    fn open_for_append(&self, create: bool) -> Result<File, RtTablesError> {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(create)
+            .open(&self.path)
+            .map_err(|e| self.io(e))
     }
 
     /// The table of every bridge, allocating and recording the missing ones in one write.
@@ -119,7 +169,15 @@ impl RtTables {
         &self,
         bridges: &[InterfaceName],
     ) -> Result<BTreeMap<InterfaceName, Result<u32, RtTablesError>>, RtTablesError> {
-        let content = self.read()?;
+        self.update(|content| self.allocate_bridges(content, bridges))
+    }
+
+    /// The tables of `bridges` given the file's content, and the lines to append.
+    fn allocate_bridges(
+        &self,
+        content: &str,
+        bridges: &[InterfaceName],
+    ) -> (BTreeMap<InterfaceName, Result<u32, RtTablesError>>, String) {
         let mut known: BTreeMap<String, u32> = BTreeMap::new();
         let mut used = BTreeSet::new();
         for (n, name) in content.lines().filter_map(parse_line) {
@@ -149,15 +207,7 @@ impl RtTables {
             };
             out.insert(bridge.clone(), r);
         }
-        if !appended.is_empty() {
-            let mut new = content;
-            if !new.is_empty() && !new.ends_with('\n') {
-                new.push('\n');
-            }
-            new.push_str(&appended);
-            self.write_atomically(&new)?;
-        }
-        Ok(out)
+        (out, appended)
     }
 
     /// Claim fixed table numbers for VRFs (EVPN: table = VNI, as upstream), in the same file
@@ -168,7 +218,15 @@ impl RtTables {
         &self,
         vrfs: &[(InterfaceName, u32)],
     ) -> Result<BTreeMap<InterfaceName, Result<u32, RtTablesError>>, RtTablesError> {
-        let content = self.read()?;
+        self.update(|content| self.claim_in(content, vrfs))
+    }
+
+    /// The claims of `vrfs` given the file's content, and the lines to append.
+    fn claim_in(
+        &self,
+        content: &str,
+        vrfs: &[(InterfaceName, u32)],
+    ) -> (BTreeMap<InterfaceName, Result<u32, RtTablesError>>, String) {
         let mut owners: BTreeMap<u32, String> = BTreeMap::new();
         for (n, name) in content.lines().filter_map(parse_line) {
             owners.entry(n).or_insert_with(|| name.to_owned());
@@ -201,15 +259,7 @@ impl RtTables {
             };
             out.insert(vrf.clone(), r);
         }
-        if !appended.is_empty() {
-            let mut new = content;
-            if !new.is_empty() && !new.ends_with('\n') {
-                new.push('\n');
-            }
-            new.push_str(&appended);
-            self.write_atomically(&new)?;
-        }
-        Ok(out)
+        (out, appended)
     }
 
     /// The table of one bridge (see [`RtTables::ensure`]).
@@ -222,34 +272,12 @@ impl RtTables {
             })
         })
     }
+}
 
-    fn write_atomically(&self, content: &str) -> Result<(), RtTablesError> {
-        let dir = self
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
-        let file_name = self
-            .path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "rt_tables".to_owned());
-        let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-        let result = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(content.as_bytes())?;
-            f.sync_all()?;
-            if let Ok(meta) = std::fs::metadata(&self.path) {
-                std::fs::set_permissions(&tmp, meta.permissions())?;
-            }
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map_err(|e| self.io(e))
-    }
+/// What a missing or empty rt_tables file stands for: the system's template, else the kernel's
+/// reserved names.
+fn template() -> String {
+    std::fs::read_to_string(SYSTEM_TEMPLATE).unwrap_or_else(|_| DEFAULT_CONTENT.to_owned())
 }
 
 #[cfg(test)]

@@ -249,6 +249,9 @@ impl Layer {
             {
                 deprecated.retain(|(s, _)| s.name != spec.name);
                 deprecated.push((spec, w));
+            } else if let Some(spec) = schema::find_deprecated_name(&w.section, &w.key) {
+                deprecated.retain(|(s, _)| s.name != spec.name);
+                deprecated.push((spec, w));
             } else if schema::is_no_effect(&w.section, &w.key) {
                 self.no_effect.push(w);
             } else if schema::known_sections().contains(&w.section.as_str()) {
@@ -307,6 +310,13 @@ fn resolve_env_name(section: &str, key: &str) -> Option<(String, String)> {
     {
         // Kept under [DEFAULT] so `absorb` applies the deprecated-group rule.
         return Some((section, o.name.to_owned()));
+    }
+    if let Some((_, old, _)) = schema::DEPRECATED_NAMES
+        .iter()
+        .find(|(s, old, _)| *s == section && old.eq_ignore_ascii_case(key))
+    {
+        // Kept under its old name so `absorb` warns and applies it.
+        return Some((section, (*old).to_owned()));
     }
     schema::NO_EFFECT
         .iter()

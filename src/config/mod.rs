@@ -69,6 +69,14 @@ pub struct DefaultSection {
     pub exposing_method: String,
     /// oslo.log `debug`: log at debug level.
     pub debug: bool,
+    /// oslo.log: where and how the agent logs (`crate::logging`).
+    pub log_file: Option<std::path::PathBuf>,
+    pub log_dir: Option<std::path::PathBuf>,
+    pub use_json: bool,
+    pub use_syslog: bool,
+    pub syslog_log_facility: String,
+    pub use_journal: bool,
+    pub use_stderr: bool,
 }
 
 impl Default for DefaultSection {
@@ -96,6 +104,13 @@ impl Default for DefaultSection {
             address_scopes: None,
             exposing_method: "underlay".to_owned(),
             debug: false,
+            log_file: None,
+            log_dir: None,
+            use_json: false,
+            use_syslog: false,
+            syslog_log_facility: "LOG_USER".to_owned(),
+            use_journal: false,
+            use_stderr: false,
         }
     }
 }

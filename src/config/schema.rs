@@ -45,6 +45,9 @@ pub enum OptType {
     RouteTable,
     /// A network namespace name.
     Netns,
+    /// oslo.log's `syslog_log_facility`: `LOG_USER`, `local0`, ... (see
+    /// [`crate::logging::syslog_facility`]).
+    SyslogFacility,
     /// oslo `ListOpt`: comma-separated items.
     List(ListItem),
 }
@@ -252,7 +255,49 @@ pub static OPTIONS: &[OptSpec] = &[
         "DEFAULT",
         "debug",
         OptType::Bool,
-        "oslo.log: log at debug level (RUST_LOG overrides).",
+        "oslo.log: log at debug level (RUST_LOG overrides); SIGHUP re-reads it.",
+    ),
+    optional(opt(
+        "DEFAULT",
+        "log_file",
+        OptType::Path,
+        "oslo.log: append logs to this file (relative: inside log_dir); reopened when moved or deleted, and on SIGHUP.",
+    )),
+    optional(opt(
+        "DEFAULT",
+        "log_dir",
+        OptType::Path,
+        "oslo.log: directory of a relative log_file; alone: log to <log_dir>/ovn-bgp-agent.log.",
+    )),
+    opt(
+        "DEFAULT",
+        "use_json",
+        OptType::Bool,
+        "oslo.log: every log output (file, stderr, syslog) writes one JSON object per line.",
+    ),
+    opt(
+        "DEFAULT",
+        "use_syslog",
+        OptType::Bool,
+        "oslo.log: also send logs to syslog (/dev/log) with syslog_log_facility.",
+    ),
+    opt(
+        "DEFAULT",
+        "syslog_log_facility",
+        OptType::SyslogFacility,
+        "oslo.log: syslog facility of use_syslog (LOG_USER, LOG_DAEMON, LOG_LOCAL0..7, ...; the LOG_ prefix and case are optional).",
+    ),
+    opt(
+        "DEFAULT",
+        "use_journal",
+        OptType::Bool,
+        "oslo.log: also send logs to journald (native protocol, structured fields).",
+    ),
+    opt(
+        "DEFAULT",
+        "use_stderr",
+        OptType::Bool,
+        "oslo.log: also log to stderr when log_file is set (without log_file the agent always logs to stderr).",
     ),
     // [agent]
     opt(
@@ -452,7 +497,7 @@ pub static OPTIONS: &[OptSpec] = &[
 ];
 
 /// Options other oslo libraries register in the same file: accepted and recorded, no effect
-/// (the agent logs through tracing, needs no privsep daemon and no lock files).
+/// (the agent formats its own log lines, needs no privsep daemon and no lock files).
 pub static NO_EFFECT: &[(&str, &[&str])] = &[
     (
         "DEFAULT",
@@ -462,16 +507,7 @@ pub static NO_EFFECT: &[(&str, &[&str])] = &[
             "log_config_append",
             "log_config",
             "log_date_format",
-            "log_file",
-            "logfile",
-            "log_dir",
-            "logdir",
             "watch_log_file",
-            "use_syslog",
-            "use_journal",
-            "use_json",
-            "syslog_log_facility",
-            "use_stderr",
             "log_color",
             "use_eventlog",
             "log_rotate_interval",
@@ -514,6 +550,20 @@ const PRIVSEP: &[&str] = &[
     "logger_name",
     "log_daemon_traceback",
 ];
+
+/// Old option names oslo still reads (`deprecated_name`): `(section, old, current)`.
+pub static DEPRECATED_NAMES: &[(&str, &str, &str)] = &[
+    ("DEFAULT", "logfile", "log_file"),
+    ("DEFAULT", "logdir", "log_dir"),
+];
+
+/// The option an old name (`[DEFAULT] logfile`) stands for.
+pub fn find_deprecated_name(section: &str, name: &str) -> Option<&'static OptSpec> {
+    DEPRECATED_NAMES
+        .iter()
+        .find(|(s, old, _)| *s == section && *old == name)
+        .and_then(|(s, _, current)| find(s, current))
+}
 
 /// oslo's group-name rule: `DEFAULT` stays, every other section name is lowercased
 /// (`[OVN]` is `[ovn]`; `[default]` is not `[DEFAULT]`).

@@ -85,6 +85,14 @@ fn expected(ty: OptType) -> String {
             "expected a routing table id from 1 to 4294967295 other than the kernel's 253 (default), 254 (main) and 255 (local)".to_owned()
         }
         OptType::Netns => "expected a network namespace name".to_owned(),
+        OptType::SyslogFacility => format!(
+            "expected a syslog facility: {}",
+            crate::logging::SYSLOG_FACILITIES
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         OptType::List(_) => "expected a comma-separated list".to_owned(),
     }
 }
@@ -138,6 +146,7 @@ fn convert_str(ty: OptType, s: &str) -> Result<Value, String> {
         OptType::RouterId => ok(s.parse::<Ipv4Addr>().is_ok()),
         OptType::IfName => ok(is_ifname(s)),
         OptType::Netns => ok(is_netns(s)),
+        OptType::SyslogFacility => ok(crate::logging::syslog_facility(s).is_some()),
         OptType::List(_) => Err(expected(ty)),
     }
 }
