@@ -6,17 +6,20 @@
 #   sudo scripts/demo.sh --stop     # tears everything down at the end
 #   sudo scripts/demo.sh --driver nb          # the NB driver (nb_ovn_bgp_driver) instead of SB
 #   sudo scripts/demo.sh --ovn 25.03          # OVN 25.03 from Debian 13's packages (a chroot)
+#   sudo scripts/demo.sh --agent /usr/bin/ovn-bgp-agent   # an installed binary (the .deb), no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
 stop=0
 driver=sb
+agent_bin=
 while [ $# -gt 0 ]; do
     case "$1" in
         --stop) stop=1 ;;
         --driver) driver=${2:?--driver sb|nb}; shift ;;
         --ovn) export LAB_OVN=${2:?--ovn 23.03|25.03}; shift ;;
-        *) echo "usage: $0 [--stop] [--driver sb|nb] [--ovn 25.03]" >&2; exit 2 ;;
+        --agent) agent_bin=${2:?--agent PATH}; shift ;;
+        *) echo "usage: $0 [--stop] [--driver sb|nb] [--ovn 25.03] [--agent PATH]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -31,9 +34,14 @@ step() { printf '\n==> %s\n' "$*"; }
 step "system packages"
 scripts/install-deps.sh
 
-step "building the agent"
-cargo build --quiet --bin ovn-bgp-agent
-agent_bin=$PWD/target/debug/ovn-bgp-agent
+if [ -z "$agent_bin" ]; then
+    step "building the agent"
+    cargo build --quiet --bin ovn-bgp-agent
+    agent_bin=$PWD/target/debug/ovn-bgp-agent
+else
+    [ -x "$agent_bin" ] || { echo "--agent $agent_bin: not an executable" >&2; exit 2; }
+    step "using the agent at $agent_bin ($("$agent_bin" --version))"
+fi
 
 step "bringing up the lab"
 scripts/lab/up.sh
@@ -90,6 +98,9 @@ step "the ToR (AS $TOR_AS) learned from the chassis (AS $CHASSIS_AS):"
 tor -c 'show ip bgp'
 tor -c 'show bgp ipv6 unicast'
 
+step "what the agent says it exposes (ovn-bgp-agent status)"
+"$agent_bin" status --socket "$AGENT_CONTROL_SOCKET"
+
 if [ "$stop" = 1 ]; then
     step "stopping"
     scripts/lab/down.sh
@@ -99,7 +110,10 @@ else
 The lab and the agent keep running.
   agent log   $LAB_DIR/agent.log
   ToR routes  vtysh --vty_socket $VTY_TOR -c 'show ip bgp'
-  status      LAB_DIR=$LAB_DIR scripts/lab/status.sh
+  agent       $agent_bin status --socket $AGENT_CONTROL_SOCKET
+              $agent_bin explain $VM_PROVIDER_IP4 --socket $AGENT_CONTROL_SOCKET
+              curl http://$AGENT_METRICS/metrics
+  lab status  LAB_DIR=$LAB_DIR scripts/lab/status.sh
   stop        LAB_DIR=$LAB_DIR scripts/lab/down.sh
 MSG
 fi

@@ -60,6 +60,17 @@ if [ "$quick" = 0 ]; then
 fi
 
 if [ "$quick" = 0 ]; then
+    step "package: the .deb built, installed, and the demo run against the installed binary"
+    scripts/package.sh
+    deb=$(ls target/debian/ovn-bgp-agent-rs_*_amd64.deb | head -n 1)
+    dpkg -i "$deb"
+    /usr/bin/ovn-bgp-agent --config-file /etc/ovn-bgp-agent/bgp-agent.conf \
+        --config-dir /etc/ovn-bgp-agent/bgp-agent.conf.d check-config >/dev/null
+    LAB_DIR=/tmp/ovn-bgp-demo-deb scripts/demo.sh --driver nb --agent /usr/bin/ovn-bgp-agent --stop
+    dpkg -r ovn-bgp-agent-rs
+fi
+
+if [ "$quick" = 0 ]; then
     step "full-kernel tier: stock Debian kernel under qemu (real vrf, dummy, vlan, OVS kernel datapath)"
     scripts/vm-tier/test.sh 2>&1 | tee target/vm-tier-output.txt
 fi
