@@ -354,3 +354,52 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
     // No agent: the exec probe says it cannot ask.
     assert_eq!(cli(&lab, &["health"]).status.code(), Some(2));
 }
+
+#[cfg(feature = "sb_bgp")]
+#[test]
+fn the_sb_driver_explains_its_port_bindings() {
+    require_root();
+    let lab = Lab::start_with_env(&[]);
+    let mut agent = Agent::start(
+        lab.dir(),
+        "[DEFAULT]\nreconcile_interval = 20\nfrr_reconcile_interval = 2\n",
+    );
+    let vm4 = lab.env("VM_PROVIDER_IP4").to_owned();
+    wait_tor(&lab, "the provider VM", |p| has(p, &format!("{vm4}/32")));
+    let e = cli_json(&lab, &["explain", &vm4]);
+    assert_eq!(e["exposed"][0]["ip"]["kind"], "provider_port", "{e:#}");
+    let driver = strings(&e["driver"]).join("\n");
+    assert!(
+        driver.contains("Port_Binding") && driver.contains("bound here"),
+        "{driver}"
+    );
+    assert!(
+        driver.contains("provider network: physnet public on bridge br-ex"),
+        "{driver}"
+    );
+    // Unplugged (Nova removes the interface's iface-id): the binding leaves this chassis, and
+    // with it the agent's view.
+    let port = lab.env("VM_PROVIDER_PORT_ID").to_owned();
+    lab.vsctl(&[
+        "remove",
+        "Interface",
+        &format!("tap{}", &port[..11]),
+        "external_ids",
+        "iface-id",
+    ]);
+    wait_tor(&lab, "provider VM withdrawn", |p| {
+        !has(p, &format!("{vm4}/32"))
+    });
+    let e = cli_json(&lab, &["explain", &vm4]);
+    assert!(e["exposed"].as_array().unwrap().is_empty(), "{e:#}");
+    let driver = strings(&e["driver"]).join("\n");
+    // Either the binding is still in the agent's view (its datapath is watched), unbound, or it
+    // left the view with the chassis.
+    assert!(
+        driver.contains("bound to no chassis")
+            || driver.contains("monitors the ports bound to this chassis"),
+        "{driver}"
+    );
+    agent.assert_running();
+    agent.stop();
+}

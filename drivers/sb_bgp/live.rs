@@ -15,7 +15,7 @@ use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::LocalChassisPolicy;
 use crate::ovn::sb::model::SbModel;
 use crate::ovn::sb::session::SbSession;
-use crate::plugin::{ChangeScope, Driver, PluginContext, PluginError};
+use crate::plugin::{ChangeScope, Driver, ExplainQuery, PluginContext, PluginError};
 
 pub const NAME: &str = "ovn_bgp_driver";
 
@@ -105,6 +105,13 @@ impl Driver for SbBgpDriver {
         match &mut self.session {
             Some(session) => session.settle().await.map_err(failed),
             None => Ok(()),
+        }
+    }
+
+    fn explain(&self, query: &ExplainQuery) -> Vec<String> {
+        match &self.session {
+            Some(session) => super::explain::explain(session.model(), session.identity(), query),
+            None => vec!["the Southbound session has not started".to_owned()],
         }
     }
 

@@ -7,6 +7,7 @@
 //! - [`model`], [`feed`]: re-exports of [`crate::ovn::sb::model`] and [`crate::ovn::sb::feed`].
 
 pub mod compute;
+pub(crate) mod explain;
 pub mod feed;
 pub mod live;
 pub mod model;

@@ -256,6 +256,13 @@ impl SbModel {
         self.chassis.get(uuid).map(String::as_str)
     }
 
+    /// Every port binding of the model, for `explain` (a scan, on demand only).
+    pub fn all_ports(&self) -> Vec<&PortBinding> {
+        let mut v: Vec<&PortBinding> = self.ports.values().collect();
+        v.sort_by(|a, b| a.logical_port.cmp(&b.logical_port));
+        v
+    }
+
     pub fn port_count(&self) -> usize {
         self.ports.len()
     }
