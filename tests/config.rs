@@ -189,6 +189,7 @@ fn upstream_conf_with_every_option_is_read() {
         Some("127.0.0.1:9740")
     );
     assert_eq!(c.telemetry.control_socket, "/run/oba-test/control.sock");
+    assert_eq!(c.ovn.ovsdb_max_message_size, 64 << 20);
     assert_eq!(c.policy.min_prefix_length_ipv4, 12);
     assert_eq!(c.policy.min_prefix_length_ipv6, 48);
 
@@ -314,6 +315,12 @@ fn each_bad_value_type_is_an_error_naming_file_line_section_key_and_value() {
             "expose_tenant_networks",
             "maybe",
             "expected a boolean",
+        ),
+        (
+            "ovn",
+            "ovsdb_max_message_size",
+            "4096",
+            "expected an integer from 1048576 to 17179869184",
         ),
         (
             "DEFAULT",

@@ -681,3 +681,64 @@ async fn tampered_frr_object_state_never_reaches_vtysh() {
     // Kept (and retried), not silently forgotten.
     assert_eq!(objects.owned_keys().await.len(), 1);
 }
+
+/// FRR's pid files live in a directory the `frr` user owns, and the agent reads them as root to
+/// tell a live daemon from a stale socket. A FIFO (opening it would wait for a writer, reading it
+/// forever), a symlink to `/dev/zero` (an endless read) and an oversized file there are refused
+/// at once with an error naming the file; the FRR check goes on and the configuration is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_pid_files_cannot_wedge_the_frr_check() {
+    use ovn_bgp_agent::caps::frr::read_pid_file;
+    let lab = Lab::start(false);
+    let dir = lab.chassis.dir.clone();
+    let configurator = lab.configurator();
+    let snippets = vec![leak("172.24.4.1").render().unwrap()];
+    assert_eq!(configurator.ensure(&snippets).await.unwrap(), 1);
+
+    let zebra_pid = dir.join("zebra.pid");
+    let bgpd_pid = dir.join("bgpd.pid");
+    assert!(
+        read_pid_file(&zebra_pid).unwrap().is_some(),
+        "FRR wrote no zebra.pid in {}",
+        dir.display()
+    );
+    std::fs::remove_file(&zebra_pid).unwrap();
+    nix::unistd::mkfifo(&zebra_pid, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    std::fs::remove_file(&bgpd_pid).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &bgpd_pid).unwrap();
+    let big = dir.join("big.pid");
+    std::fs::write(&big, vec![b'1'; 1 << 20]).unwrap();
+
+    let started = Instant::now();
+    let fifo = read_pid_file(&zebra_pid).unwrap_err().to_string();
+    assert!(
+        fifo.contains("zebra.pid") && fifo.contains("is a FIFO"),
+        "{fifo}"
+    );
+    let link = read_pid_file(&bgpd_pid).unwrap_err().to_string();
+    assert!(
+        link.contains("bgpd.pid") && link.contains("symbolic link"),
+        "{link}"
+    );
+    let long = read_pid_file(&big).unwrap_err().to_string();
+    assert!(long.contains("longer than 32 bytes"), "{long}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    // The check itself (every frr_reconcile_interval, and before each apply) still returns at
+    // once, counting both daemons as running, and a forced re-apply goes through.
+    let fingerprint = tokio::time::timeout(
+        Duration::from_secs(2),
+        ovn_bgp_agent::caps::frr::FrrFingerprint::read(&dir),
+    )
+    .await
+    .expect("the FRR check hung on a pid file")
+    .unwrap();
+    assert!(!fingerprint.is_empty());
+    configurator.invalidate().await;
+    let applied = tokio::time::timeout(Duration::from_secs(20), configurator.ensure(&snippets))
+        .await
+        .expect("ensure hung on a pid file")
+        .unwrap();
+    assert_eq!(applied, 1);
+    assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
+}

@@ -4,11 +4,18 @@
 //! - [`render`]: exposures → desired kernel/OVS objects (pure, snapshot-tested).
 //! - `UnderlayBackend`: gathers the facts rendering needs (routing table numbers from the
 //!   rt_tables file, bridge MACs from OVS, FRR's router id) and adds the FRR base configuration.
+//!
+//! The facts that take a tool run (FRR's router id through `vtysh`, bridge MACs through
+//! `ovs-vsctl`) are fetched in background tasks: `observe` never waits for a tool, so a hung
+//! `vtysh` or `ovs-vsctl` never holds back the kernel part of a reconcile. When a fetch brings
+//! something new, [`ExposureBackend::changed`] fires and the host reconciles again.
 
 pub mod render;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+
+use tokio::task::JoinHandle;
 
 use tokio::time::Instant;
 
@@ -24,12 +31,14 @@ use crate::caps::rt_tables::RtTables;
 use crate::config::DefaultSection;
 use crate::exposure::{ExposureSet, RealisationNeed};
 use crate::plugin::{BackendRegistration, ExposureBackend, PluginContext, PluginError, Rendered};
-use crate::types::InterfaceName;
+use crate::types::{InterfaceName, MacAddr};
 use render::{Facts, UnderlaySettings, VrfKind};
 
 const NAME: &str = "underlay";
 /// Bridge MACs can change when OVS recreates a bridge's internal port; re-read them this often.
 const BRIDGE_MAC_MAX_AGE: Duration = Duration::from_secs(10);
+/// How long `start` waits for the FRR base configuration before the first reconcile.
+const FIRST_RENDER_WAIT: Duration = Duration::from_millis(500);
 
 fn failed(message: impl Into<String>) -> PluginError {
     PluginError::Failed {
@@ -52,6 +61,10 @@ pub(crate) struct UnderlayBackend {
     frr_snippets: Vec<String>,
     /// The redistribute sources `frr_snippets` were rendered with.
     redistribute: BTreeSet<Redistribute>,
+    /// The FRR base configuration being rendered (it may ask FRR for its router id).
+    frr_render: Option<JoinHandle<Result<Vec<String>, PluginError>>>,
+    /// Bridge MACs being read from OVS.
+    mac_read: Option<JoinHandle<Result<BTreeMap<InterfaceName, MacAddr>, String>>>,
 }
 
 impl UnderlayBackend {
@@ -68,33 +81,49 @@ impl UnderlayBackend {
             macs_read_at: None,
             frr_snippets: Vec::new(),
             redistribute: BTreeSet::from([Redistribute::Connected]),
+            frr_render: None,
+            mac_read: None,
         })
     }
 
-    /// The FRR base configuration: the leak VRF (A1-A3), plus, where `bgp-vrf` is only a bridge
-    /// stand-in, a route-map redistribution of bgp-nic in the default instance.
-    async fn render_frr(&mut self) -> Result<(), PluginError> {
-        let redistribute = self.redistribute.clone();
-        let leak = leak_vrf_from_config(&self.default, redistribute.clone(), &self.vtysh)
-            .await
-            .map_err(|e| failed(format!("FRR base configuration: {e}")))?;
-        let mut snippets = vec![
-            leak.render()
-                .map_err(|e| failed(format!("FRR leak template: {e}")))?,
-        ];
-        if self.settings.vrf_kind == VrfKind::Bridge {
-            let nic = NicRedistribute {
-                bgp_as: leak.bgp_as,
-                nic: self.settings.bgp_nic.clone(),
-                redistribute,
-            };
-            snippets.push(
-                nic.render()
-                    .map_err(|e| failed(format!("FRR NIC redistribution template: {e}")))?,
-            );
+    /// Starts rendering the FRR base configuration in the background, unless it is rendered or
+    /// being rendered.
+    fn start_frr_render(&mut self) {
+        if !self.frr_snippets.is_empty() || self.frr_render.is_some() {
+            return;
         }
-        self.frr_snippets = snippets;
-        Ok(())
+        let (default, vtysh) = (self.default.clone(), self.vtysh.clone());
+        let (bridge_stand_in, nic) = (
+            self.settings.vrf_kind == VrfKind::Bridge,
+            self.settings.bgp_nic.clone(),
+        );
+        let redistribute = self.redistribute.clone();
+        self.frr_render = Some(tokio::spawn(async move {
+            render_frr(
+                &default,
+                redistribute,
+                &vtysh,
+                bridge_stand_in.then_some(nic),
+            )
+            .await
+        }));
+    }
+
+    /// Takes a finished FRR render; true if it brought the snippets.
+    fn take_frr_render(
+        &mut self,
+        result: Result<Result<Vec<String>, PluginError>, String>,
+    ) -> bool {
+        match result.map_err(failed).and_then(|r| r) {
+            Ok(snippets) => {
+                self.frr_snippets = snippets;
+                true
+            }
+            Err(e) => {
+                warn!("{e}; retrying at the next reconcile");
+                false
+            }
+        }
     }
 
     fn refresh_tables(&mut self, bridges: &BTreeSet<InterfaceName>) {
@@ -119,41 +148,106 @@ impl UnderlayBackend {
         }
     }
 
-    async fn refresh_bridge_macs(&mut self, bridges: &BTreeSet<InterfaceName>) {
+    /// Starts reading the bridges' MACs in the background when they are stale or incomplete.
+    fn refresh_bridge_macs(&mut self, bridges: &BTreeSet<InterfaceName>) {
         let fresh = self
             .macs_read_at
             .is_some_and(|t| t.elapsed() < BRIDGE_MAC_MAX_AGE);
         let complete = bridges
             .iter()
             .all(|b| self.facts.bridge_macs.contains_key(b));
-        if (fresh && complete) || bridges.is_empty() {
+        if (fresh && complete) || bridges.is_empty() || self.mac_read.is_some() {
             return;
         }
-        let list: Vec<&InterfaceName> = bridges.iter().collect();
-        match self.ovs.port_table_for(&list, &[]).await {
-            Ok(ports) => {
-                self.facts.bridge_macs.clear();
-                for bridge in bridges {
-                    match ports.bridge_mac(bridge.as_str()) {
-                        Some(mac) => {
-                            self.facts.bridge_macs.insert(bridge.clone(), mac);
-                        }
-                        None => debug!(bridge = %bridge, "bridge has no MAC in OVS (yet)"),
+        let (ovs, bridges) = (self.ovs.clone(), bridges.clone());
+        self.mac_read = Some(tokio::spawn(async move {
+            let list: Vec<&InterfaceName> = bridges.iter().collect();
+            let ports = ovs
+                .port_table_for(&list, &[])
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut macs = BTreeMap::new();
+            for bridge in &bridges {
+                match ports.bridge_mac(bridge.as_str()) {
+                    Some(mac) => {
+                        macs.insert(bridge.clone(), mac);
                     }
+                    None => debug!(bridge = %bridge, "bridge has no MAC in OVS (yet)"),
                 }
-                self.macs_read_at = Some(Instant::now());
             }
-            Err(e) => warn!("reading bridge MACs from OVS: {e}"),
+            Ok(macs)
+        }));
+    }
+
+    /// Takes a finished MAC read; true if the MACs differ from those rendered with.
+    fn take_mac_read(
+        &mut self,
+        result: Result<Result<BTreeMap<InterfaceName, MacAddr>, String>, String>,
+    ) -> bool {
+        match result.and_then(|r| r) {
+            Ok(macs) => {
+                self.macs_read_at = Some(Instant::now());
+                let new = macs != self.facts.bridge_macs;
+                self.facts.bridge_macs = macs;
+                new
+            }
+            Err(e) => {
+                warn!("reading bridge MACs from OVS: {e}");
+                false
+            }
         }
     }
+}
+
+/// The FRR base configuration: the leak VRF (A1-A3), plus, where `bgp-vrf` is only a bridge
+/// stand-in (`bridge_nic`: the NIC), a route-map redistribution of bgp-nic in the default
+/// instance.
+async fn render_frr(
+    default: &DefaultSection,
+    redistribute: BTreeSet<Redistribute>,
+    vtysh: &Vtysh,
+    bridge_nic: Option<InterfaceName>,
+) -> Result<Vec<String>, PluginError> {
+    let leak = leak_vrf_from_config(default, redistribute.clone(), vtysh)
+        .await
+        .map_err(|e| failed(format!("FRR base configuration: {e}")))?;
+    let mut snippets = vec![
+        leak.render()
+            .map_err(|e| failed(format!("FRR leak template: {e}")))?,
+    ];
+    if let Some(nic) = bridge_nic {
+        let nic = NicRedistribute {
+            bgp_as: leak.bgp_as,
+            nic,
+            redistribute,
+        };
+        snippets.push(
+            nic.render()
+                .map_err(|e| failed(format!("FRR NIC redistribution template: {e}")))?,
+        );
+    }
+    Ok(snippets)
+}
+
+/// A finished background task's result, its panic or cancellation as text.
+async fn joined<T>(handle: &mut JoinHandle<T>) -> Result<T, String> {
+    handle
+        .await
+        .map_err(|e| format!("background task failed: {e}"))
 }
 
 #[async_trait]
 impl ExposureBackend for UnderlayBackend {
     async fn start(&mut self, _ctx: &PluginContext) -> Result<(), PluginError> {
-        // FRR may still be starting: a failure here is retried at every observe.
-        if let Err(e) = self.render_frr().await {
-            warn!("{e}; retrying at the next reconcile");
+        // FRR may still be starting: a failure is retried at every observe. The first
+        // reconcile waits briefly for the usual quick answer, so that a healthy FRR gets its
+        // base configuration with it.
+        self.start_frr_render();
+        if let Some(handle) = self.frr_render.as_mut()
+            && let Ok(result) = tokio::time::timeout(FIRST_RENDER_WAIT, joined(handle)).await
+        {
+            self.frr_render = None;
+            self.take_frr_render(result);
         }
         Ok(())
     }
@@ -161,7 +255,7 @@ impl ExposureBackend for UnderlayBackend {
     async fn observe(&mut self, exposures: &ExposureSet) -> Result<(), PluginError> {
         let bridges: BTreeSet<InterfaceName> = exposures.bridges.keys().cloned().collect();
         self.refresh_tables(&bridges);
-        self.refresh_bridge_macs(&bridges).await;
+        self.refresh_bridge_macs(&bridges);
         // The driver says whether routes (not only addresses) are announced (A2: upstream's
         // `redistribute kernel` with the subnet advertisement method).
         let mut redistribute = BTreeSet::from([Redistribute::Connected]);
@@ -174,13 +268,51 @@ impl ExposureBackend for UnderlayBackend {
         if redistribute != self.redistribute {
             self.redistribute = redistribute;
             self.frr_snippets.clear();
+            if let Some(stale) = self.frr_render.take() {
+                stale.abort();
+            }
         }
-        if self.frr_snippets.is_empty()
-            && let Err(e) = self.render_frr().await
-        {
-            warn!("{e}; retrying at the next reconcile");
-        }
+        self.start_frr_render();
         Ok(())
+    }
+
+    /// Fires when a background fetch brought new facts: the FRR base configuration, or bridge
+    /// MACs that differ. Cancel-safe: an interrupted wait leaves the task in place.
+    async fn changed(&mut self) -> Result<(), PluginError> {
+        loop {
+            match (self.frr_render.as_mut(), self.mac_read.as_mut()) {
+                (None, None) => return std::future::pending().await,
+                (Some(frr), None) => {
+                    let result = joined(frr).await;
+                    self.frr_render = None;
+                    if self.take_frr_render(result) {
+                        return Ok(());
+                    }
+                }
+                (frr, Some(macs)) => {
+                    let frr_done = async {
+                        match frr {
+                            Some(h) => Some(joined(h).await),
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        result = frr_done => {
+                            self.frr_render = None;
+                            if self.take_frr_render(result.expect("only resolves with a result")) {
+                                return Ok(());
+                            }
+                        }
+                        result = joined(macs) => {
+                            self.mac_read = None;
+                            if self.take_mac_read(result) {
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn desired_system(&self, exposures: &ExposureSet) -> Result<Rendered, PluginError> {

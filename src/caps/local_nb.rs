@@ -260,10 +260,11 @@ impl LocalNb {
     pub async fn connect_from_config(
         config: &crate::config::AgentConfig,
     ) -> Result<Self, OvsdbError> {
-        let client_config = ClientConfig::new(
+        let mut client_config = ClientConfig::new(
             &config.local_ovn_cluster.ovn_nb_connection,
             "OVN_Northbound",
         )?;
+        client_config.max_message_size = crate::ovn::connect::max_message_size(config);
         Self::connect(client_config).await
     }
 

@@ -172,7 +172,8 @@ impl Capabilities {
             Some(ovs_ports as Arc<dyn OvsPortReconciler>),
             Some(fdb as Arc<dyn FdbReconciler>),
         )
-        .with_flow_check_running();
+        .with_flow_check_running()
+        .with_background_tools(reconcile::AGENT_TOOL_WAIT);
         Self {
             reconciler: Arc::new(composite),
             netlink,

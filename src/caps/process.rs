@@ -4,6 +4,11 @@
 //! The child runs in its own process group so that a timeout kills everything it started (a
 //! wrapper script's `sleep`, a pager), not just the direct child: a hung tool must never hold the
 //! agent's reconcile loop.
+//!
+//! The agent runs as root, so a tool gets nothing from the agent's environment: only a fixed
+//! `PATH` and `LANG=C` (stable, parseable output) and what the caller sets (`OVS_RUNDIR`).
+//! Tools are named by absolute path, resolved once at start ([`resolve_tool`]). What a tool
+//! prints is read up to a cap ([`Invocation::max_output`]); a tool printing more is killed.
 
 // Unsafe code allowed in this file only: `pre_exec` to put the child in its own process group.
 #![allow(unsafe_code)]
@@ -13,8 +18,18 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
+
+/// The `PATH` a tool runs with (and where a bare tool name is looked up when the agent's own
+/// environment has no `PATH`).
+pub const TOOL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Default cap on what one run may print on stdout: `ovs-ofctl dump-flows` of 10k flows is a
+/// few MB.
+pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
+/// Cap on stderr: complaints, not data.
+const MAX_STDERR: usize = 1 << 20;
 
 /// What a finished tool printed and how it exited.
 #[derive(Debug, Clone)]
@@ -58,6 +73,88 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{program} printed more than {limit} bytes on {stream} and was killed")]
+    OutputTooLarge {
+        program: PathBuf,
+        stream: &'static str,
+        limit: usize,
+    },
+}
+
+/// A tool that could not be found at start.
+#[derive(Debug, thiserror::Error)]
+#[error("{option} = {configured:?}: {reason}")]
+pub struct ToolNotFound {
+    /// The option that names the tool, e.g. `[frr] vtysh_path`.
+    pub option: String,
+    pub configured: String,
+    pub reason: String,
+}
+
+/// The absolute path of a tool: `configured` itself when it names a path, else the first
+/// executable of that name in `search_path` (the agent's `PATH` at start). `option` names the
+/// setting for the error.
+pub fn resolve_tool(
+    option: &str,
+    configured: &str,
+    search_path: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, ToolNotFound> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |reason: String| ToolNotFound {
+        option: option.to_owned(),
+        configured: configured.to_owned(),
+        reason,
+    };
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if configured.contains('/') {
+        let path = PathBuf::from(configured);
+        let path = if path.is_absolute() {
+            path
+        } else {
+            std::env::current_dir()
+                .map_err(|e| fail(format!("cannot resolve a relative path: {e}")))?
+                .join(path)
+        };
+        return if executable(&path) {
+            Ok(path)
+        } else {
+            Err(fail("no executable file there".into()))
+        };
+    }
+    let search = search_path.unwrap_or(std::ffi::OsStr::new(TOOL_PATH));
+    std::env::split_paths(search)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(configured))
+        .find(|p| executable(p))
+        .ok_or_else(|| fail(format!("not found in PATH ({})", search.to_string_lossy())))
+}
+
+/// [`resolve_tool`] with the agent's `PATH`; a tool that is missing is logged at start, naming
+/// the option, and kept as configured (each use then fails with the spawn error): a backend
+/// that never runs that tool must not be stopped by its absence.
+pub fn resolve_tool_or_warn(option: &str, configured: &str) -> PathBuf {
+    match resolve_tool(option, configured, std::env::var_os("PATH").as_deref()) {
+        Ok(path) => path,
+        Err(e) => {
+            tracing::error!("{e}; every use of this tool will fail");
+            PathBuf::from(configured)
+        }
+    }
+}
+
+/// Reads `pipe` to its end, or fails once it has produced more than `limit` bytes.
+async fn read_capped(
+    pipe: Option<impl AsyncRead + Unpin>,
+    limit: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let Some(pipe) = pipe else {
+        return Ok(Some(Vec::new()));
+    };
+    let mut out = Vec::new();
+    pipe.take(limit as u64 + 1).read_to_end(&mut out).await?;
+    Ok((out.len() <= limit).then_some(out))
 }
 
 /// One invocation: program, arguments, extra environment, optional stdin, deadline.
@@ -68,6 +165,8 @@ pub struct Invocation {
     pub env: Vec<(OsString, OsString)>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
+    /// Most bytes read from stdout (see [`DEFAULT_MAX_OUTPUT`]).
+    pub max_output: usize,
 }
 
 impl Invocation {
@@ -78,7 +177,13 @@ impl Invocation {
             env: Vec::new(),
             stdin: None,
             timeout,
+            max_output: DEFAULT_MAX_OUTPUT,
         }
+    }
+
+    pub fn max_output(mut self, bytes: usize) -> Self {
+        self.max_output = bytes;
+        self
     }
 
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
@@ -107,10 +212,14 @@ impl Invocation {
         s
     }
 
-    /// Runs to completion or kills the whole process group at the deadline.
+    /// Runs to completion or kills the whole process group at the deadline, or as soon as it
+    /// prints more than the caps.
     pub async fn run(&self) -> Result<ProcessOutput, RunError> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
+            .env_clear()
+            .env("PATH", TOOL_PATH)
+            .env("LANG", "C")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(if self.stdin.is_some() {
                 Stdio::piped()
@@ -134,30 +243,52 @@ impl Invocation {
                 let _ = pipe.shutdown().await;
             });
         }
-        match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
-            Ok(Ok(out)) => Ok(ProcessOutput {
-                status: out.status,
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            }),
-            Ok(Err(source)) => Err(RunError::Wait {
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let wait = async {
+            let (out, err) = tokio::join!(
+                read_capped(stdout, self.max_output),
+                read_capped(stderr, MAX_STDERR)
+            );
+            let too_large = |stream, limit| RunError::OutputTooLarge {
+                program: self.program.clone(),
+                stream,
+                limit,
+            };
+            let wait_err = |source| RunError::Wait {
                 program: self.program.clone(),
                 source,
+            };
+            let stdout = out
+                .map_err(wait_err)?
+                .ok_or_else(|| too_large("stdout", self.max_output))?;
+            let stderr = err
+                .map_err(wait_err)?
+                .ok_or_else(|| too_large("stderr", MAX_STDERR))?;
+            let status = child.wait().await.map_err(wait_err)?;
+            Ok(ProcessOutput {
+                status,
+                stdout: String::from_utf8_lossy(&stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            })
+        };
+        let result = match tokio::time::timeout(self.timeout, wait).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(RunError::Timeout {
+                program: self.program.clone(),
+                timeout: self.timeout,
             }),
-            Err(_elapsed) => {
-                if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()) {
-                    // SAFETY: kill(2) with a negative pid signals the process group we created
-                    // for this child (process_group(0) made its pid the group id).
-                    unsafe {
-                        libc::kill(-pgid, libc::SIGKILL);
-                    }
-                }
-                Err(RunError::Timeout {
-                    program: self.program.clone(),
-                    timeout: self.timeout,
-                })
+        };
+        if result.is_err()
+            && let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok())
+        {
+            // SAFETY: kill(2) with a negative pid signals the process group we created for
+            // this child (process_group(0) made its pid the group id). Also after a normal
+            // exit with an output error: what the tool left running goes too.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
             }
         }
+        result
     }
 }
 
@@ -185,6 +316,92 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out.stdout, "hello");
+    }
+
+    /// The tool sees nothing of the agent's environment (cargo's `CARGO_*`, `HOME`, ...): only
+    /// the fixed PATH and LANG and what the caller passed.
+    #[tokio::test]
+    async fn the_environment_is_clean() {
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some() || std::env::var_os("HOME").is_some());
+        let out = Invocation::new("/usr/bin/env", Duration::from_secs(5))
+            .env("OVS_RUNDIR", "/run/ovs-test")
+            .run()
+            .await
+            .unwrap();
+        let mut vars: Vec<&str> = out.stdout.lines().collect();
+        vars.sort();
+        assert_eq!(
+            vars,
+            [
+                "LANG=C",
+                "OVS_RUNDIR=/run/ovs-test",
+                &format!("PATH={TOOL_PATH}")
+            ]
+        );
+    }
+
+    /// A tool printing without end is killed once it passes the cap, long before its deadline.
+    #[tokio::test]
+    async fn endless_output_is_cut_at_the_cap() {
+        let start = tokio::time::Instant::now();
+        let err = Invocation::new("/usr/bin/yes", Duration::from_secs(30))
+            .max_output(1 << 20)
+            .run()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, RunError::OutputTooLarge { stream: "stdout", limit, .. } if limit == 1 << 20),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("more than 1048576 bytes on stdout"),
+            "{err}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let err = Invocation::new("/bin/sh", Duration::from_secs(30))
+            .arg("-c")
+            .arg("yes >&2")
+            .run()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RunError::OutputTooLarge {
+                    stream: "stderr",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tools_resolve_to_absolute_paths_or_name_the_option() {
+        let search = std::ffi::OsStr::new("relative/dir:/nonexistent:/bin:/usr/bin");
+        assert_eq!(
+            resolve_tool("[x] sh_path", "sh", Some(search)).unwrap(),
+            PathBuf::from("/bin/sh")
+        );
+        assert_eq!(
+            resolve_tool("[x] sh_path", "/usr/bin/env", None).unwrap(),
+            PathBuf::from("/usr/bin/env")
+        );
+        let missing = resolve_tool("[ovs] ovs_vsctl_path", "no-such-tool-x", Some(search))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing.starts_with("[ovs] ovs_vsctl_path = \"no-such-tool-x\": not found in PATH"),
+            "{missing}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("vtysh");
+        std::fs::write(&plain, "not executable").unwrap();
+        let err = resolve_tool("[frr] vtysh_path", plain.to_str().unwrap(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no executable file there"), "{err}");
     }
 
     #[tokio::test]

@@ -8,16 +8,28 @@
 //! before flows and FRR interfaces refer to them; flows and FDB entries need the ports' ofports.
 //! A class that fails as a whole (FRR unreachable, OVS down) is reported as an error of that
 //! class; the other classes are still applied.
+//!
+//! In the agent ([`CompositeReconciler::with_background_tools`]) the classes applied through
+//! external tools run in three tasks of their own, one per target ([`Chain`]: OVS — ports unless
+//! they must exist before the kernel part, flows, FDB; FRR — snippets and objects; the local
+//! NB), each fed the latest desired state: a reconcile applies the kernel part, then waits for
+//! the tools only briefly. A hung `vtysh` or `ovs-vsctl` (killed at its own timeout) therefore
+//! never delays the next kernel exposure, nor the other targets; each catches up with the
+//! latest state when its tool answers again.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::watch;
 
 use super::netlink::NetlinkReconciler;
 use super::{
     CapError, FdbReconciler, FlowReconciler, FrrConfigurator, OvsPortReconciler, SystemReconciler,
 };
-use crate::system::{ChangeReport, DesiredSystem};
+use crate::system::{ChangeReport, DesiredSystem, OvsPortSpec};
 
 pub const FLOWS: &str = "flows";
 pub const FRR: &str = "frr";
@@ -25,9 +37,29 @@ pub const FRR_OBJECTS: &str = super::frr::objects::CLASS;
 pub const LOCAL_NB: &str = super::local_nb::CLASS;
 pub const OVS_PORTS: &str = "ovs_ports";
 pub const FDB: &str = "fdb";
+/// The report class of tool-driven classes still being applied in the background.
+pub const TOOLS: &str = "tools";
+/// How long the agent's reconcile waits for the tool classes: long enough for the usual no-op
+/// (FRR fingerprint unchanged, flows unchanged) or a quick apply, short enough that a hung tool
+/// holds the next kernel exposure back by no more than this.
+pub const AGENT_TOOL_WAIT: Duration = Duration::from_millis(250);
 
 pub struct CompositeReconciler {
     kernel: Arc<NetlinkReconciler>,
+    /// The classes applied through external tools; shared with the background task.
+    tools: Arc<ToolClasses>,
+    /// `Some`: the tool classes run in a background task and a reconcile waits this long for
+    /// them; `None`: they run inline, after the kernel part.
+    tool_wait: Option<Duration>,
+    workers: std::sync::Mutex<[Option<ToolWorker>; CHAINS.len()]>,
+    generation: AtomicU64,
+    /// The OVS port set last applied without error inline (see [`Self::ports_first`]).
+    ports_applied: std::sync::Mutex<Option<BTreeSet<OvsPortSpec>>>,
+}
+
+/// Everything applied through `ovs-vsctl`, `ovs-ofctl`, `ovs-appctl`, `vtysh` or an OVSDB
+/// transaction.
+struct ToolClasses {
     flows: Option<Arc<dyn FlowReconciler>>,
     frr: Option<Arc<dyn FrrConfigurator>>,
     frr_objects: Option<Arc<super::frr::FrrObjects>>,
@@ -40,6 +72,43 @@ pub struct CompositeReconciler {
     /// drift (an OVS restart, `emer-reset`) is the flow check's job.
     skip_unchanged_flows: bool,
     last_flows: std::sync::Mutex<Option<FlowState>>,
+}
+
+/// The targets the tool classes are applied to, each on its own in the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chain {
+    /// OVS ports, flows, FDB entries (`ovs-vsctl`, `ovs-ofctl`, `ovs-appctl`).
+    Ovs,
+    /// FRR snippets, then FRR objects (`vtysh`).
+    Frr,
+    /// The node-local NB (an OVSDB transaction).
+    LocalNb,
+}
+
+const CHAINS: [Chain; 3] = [Chain::Ovs, Chain::Frr, Chain::LocalNb];
+
+impl Chain {
+    fn name(self) -> &'static str {
+        match self {
+            Chain::Ovs => "OVS ports, flows and FDB entries",
+            Chain::Frr => "FRR configuration and objects",
+            Chain::LocalNb => "local NB rows",
+        }
+    }
+}
+
+/// A background task's ends: the latest request, and the last generation it finished.
+#[derive(Clone)]
+struct ToolWorker {
+    submit: watch::Sender<Option<ToolRequest>>,
+    done: watch::Receiver<(u64, Option<ChangeReport>)>,
+}
+
+#[derive(Clone)]
+struct ToolRequest {
+    generation: u64,
+    desired: Arc<DesiredSystem>,
+    with_ports: bool,
 }
 
 type FlowState = (
@@ -55,26 +124,37 @@ impl CompositeReconciler {
     ) -> Self {
         Self {
             kernel,
-            flows,
-            frr,
-            frr_objects: None,
-            local_nb: None,
-            ovs_ports: None,
-            fdb: None,
-            skip_unchanged_flows: false,
-            last_flows: std::sync::Mutex::new(None),
+            tools: Arc::new(ToolClasses {
+                flows,
+                frr,
+                frr_objects: None,
+                local_nb: None,
+                ovs_ports: None,
+                fdb: None,
+                skip_unchanged_flows: false,
+                last_flows: std::sync::Mutex::new(None),
+            }),
+            tool_wait: None,
+            workers: std::sync::Mutex::new([None, None, None]),
+            generation: AtomicU64::new(0),
+            ports_applied: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The tool classes while the reconciler is being built (nothing shares them yet).
+    fn tools_mut(&mut self) -> &mut ToolClasses {
+        Arc::get_mut(&mut self.tools).expect("the reconciler is configured before its first use")
     }
 
     /// Adds the FRR object class ([`DesiredSystem::frr_objects`]).
     pub fn with_frr_objects(mut self, objects: Arc<super::frr::FrrObjects>) -> Self {
-        self.frr_objects = Some(objects);
+        self.tools_mut().frr_objects = Some(objects);
         self
     }
 
     /// Adds the node-local NB class ([`DesiredSystem::local_nb`]).
     pub fn with_local_nb(mut self, local_nb: Arc<super::local_nb::LocalNb>) -> Self {
-        self.local_nb = Some(local_nb);
+        self.tools_mut().local_nb = Some(local_nb);
         self
     }
 
@@ -84,17 +164,111 @@ impl CompositeReconciler {
         ovs_ports: Option<Arc<dyn OvsPortReconciler>>,
         fdb: Option<Arc<dyn FdbReconciler>>,
     ) -> Self {
-        self.ovs_ports = ovs_ports;
-        self.fdb = fdb;
+        let tools = self.tools_mut();
+        tools.ovs_ports = ovs_ports;
+        tools.fdb = fdb;
         self
     }
 
-    /// See `CompositeReconciler::skip_unchanged_flows`: only with a periodic flow check.
+    /// See `ToolClasses::skip_unchanged_flows`: only with a periodic flow check.
     pub fn with_flow_check_running(mut self) -> Self {
-        self.skip_unchanged_flows = true;
+        self.tools_mut().skip_unchanged_flows = true;
         self
     }
 
+    /// Runs the tool classes in a background task fed the latest desired state; a reconcile
+    /// applies the kernel part and waits at most `wait` for the tools (their outcome is logged
+    /// by the task when it comes later, and reported under [`TOOLS`] meanwhile).
+    pub fn with_background_tools(mut self, wait: Duration) -> Self {
+        self.tool_wait = Some(wait);
+        self
+    }
+
+    pub fn kernel(&self) -> &Arc<NetlinkReconciler> {
+        &self.kernel
+    }
+
+    /// Whether the OVS ports are applied before the kernel part, inline: only when there are
+    /// ports to have and they changed since they were last applied without error (internal
+    /// ports create devices the kernel part then configures). Otherwise (no ports, or the same
+    /// ports: a check for drift) they go with the other tool classes.
+    fn ports_first(&self, desired: &DesiredSystem) -> bool {
+        self.tools.ovs_ports.is_some()
+            && !desired.ovs_ports.is_empty()
+            && self
+                .ports_applied
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                != Some(&desired.ovs_ports)
+    }
+
+    /// The background task of `chain`, started on first use (inside the runtime).
+    fn worker(&self, chain: Chain) -> ToolWorker {
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        let index = CHAINS
+            .iter()
+            .position(|c| *c == chain)
+            .expect("every chain");
+        let w = workers[index].get_or_insert_with(|| {
+            let (submit, mut requests) = watch::channel(None::<ToolRequest>);
+            let (finished, done) = watch::channel((0, None));
+            let tools = self.tools.clone();
+            let wait = self.tool_wait.unwrap_or_default();
+            tokio::spawn(async move {
+                // Ends when the reconciler (the sender) is dropped.
+                while requests.changed().await.is_ok() {
+                    let Some(request) = requests.borrow_and_update().clone() else {
+                        continue;
+                    };
+                    let started = tokio::time::Instant::now();
+                    let report = tools
+                        .apply_chain(chain, &request.desired, request.with_ports)
+                        .await;
+                    if started.elapsed() > wait {
+                        // The reconcile that asked stopped waiting: nobody else logs this.
+                        log_late(&report, started.elapsed());
+                    }
+                    finished.send_replace((request.generation, Some(report)));
+                }
+            });
+            ToolWorker { submit, done }
+        });
+        w.clone()
+    }
+}
+
+/// The outcome of tool classes that finished after their reconcile stopped waiting.
+fn log_late(report: &ChangeReport, took: Duration) {
+    for e in &report.errors {
+        tracing::warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
+    }
+    tracing::info!(
+        took = ?took,
+        added = ?report.added,
+        changed = ?report.changed,
+        removed = ?report.removed,
+        errors = report.errors.len(),
+        "tool classes applied in the background"
+    );
+}
+
+/// What the tool classes need of a desired state (cloned for the background task; the kernel
+/// part, the bulk of it, is not).
+fn tool_part(desired: &DesiredSystem) -> DesiredSystem {
+    DesiredSystem {
+        flows: desired.flows.clone(),
+        ovs_ports: desired.ovs_ports.clone(),
+        fdb_entries: desired.fdb_entries.clone(),
+        frr: desired.frr.clone(),
+        frr_objects: desired.frr_objects.clone(),
+        local_nb: desired.local_nb.clone(),
+        ownership: desired.ownership.clone(),
+        ..DesiredSystem::default()
+    }
+}
+
+impl ToolClasses {
     fn flows_unchanged(&self, desired: &DesiredSystem) -> bool {
         self.skip_unchanged_flows
             && self
@@ -112,14 +286,7 @@ impl CompositeReconciler {
             desired.map(|d| (d.flows.clone(), d.ownership.flow_cookies.clone()));
     }
 
-    pub fn kernel(&self) -> &Arc<NetlinkReconciler> {
-        &self.kernel
-    }
-}
-
-#[async_trait]
-impl SystemReconciler for CompositeReconciler {
-    async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError> {
+    async fn apply_ports(&self, desired: &DesiredSystem) -> ChangeReport {
         let mut report = ChangeReport::default();
         match &self.ovs_ports {
             Some(ports) => report.merge(ports.reconcile_ports(&desired.ovs_ports).await),
@@ -130,11 +297,37 @@ impl SystemReconciler for CompositeReconciler {
             ),
             None => {}
         }
-        match self.kernel.reconcile(desired).await {
-            Ok(r) => report.merge(r),
-            Err(e) => report.error("kernel", "netlink reconcile", e),
-        }
+        report
+    }
 
+    /// Flows, FDB entries, FRR snippets and objects, the local NB (and the OVS ports when
+    /// `with_ports`), in that order.
+    async fn apply(&self, desired: &DesiredSystem, with_ports: bool) -> ChangeReport {
+        let mut report = ChangeReport::default();
+        for chain in CHAINS {
+            report.merge(self.apply_chain(chain, desired, with_ports).await);
+        }
+        report
+    }
+
+    async fn apply_chain(
+        &self,
+        chain: Chain,
+        desired: &DesiredSystem,
+        with_ports: bool,
+    ) -> ChangeReport {
+        match chain {
+            Chain::Ovs => self.apply_ovs(desired, with_ports).await,
+            Chain::Frr => self.apply_frr(desired).await,
+            Chain::LocalNb => self.apply_local_nb(desired).await,
+        }
+    }
+
+    async fn apply_ovs(&self, desired: &DesiredSystem, with_ports: bool) -> ChangeReport {
+        let mut report = ChangeReport::default();
+        if with_ports {
+            report.merge(self.apply_ports(desired).await);
+        }
         match &self.flows {
             Some(_) if self.flows_unchanged(desired) => {}
             Some(flows) => match flows
@@ -168,7 +361,11 @@ impl SystemReconciler for CompositeReconciler {
             ),
             None => {}
         }
+        report
+    }
 
+    async fn apply_frr(&self, desired: &DesiredSystem) -> ChangeReport {
+        let mut report = ChangeReport::default();
         match &self.frr {
             Some(frr) => match frr.ensure(&desired.frr).await {
                 Ok(applied) => report.count_changed(FRR, applied),
@@ -193,7 +390,11 @@ impl SystemReconciler for CompositeReconciler {
             ),
             None => {}
         }
+        report
+    }
 
+    async fn apply_local_nb(&self, desired: &DesiredSystem) -> ChangeReport {
+        let mut report = ChangeReport::default();
         match (&self.local_nb, &desired.local_nb) {
             (Some(nb), Some(rows)) => report.merge(nb.reconcile(rows).await),
             (None, Some(rows)) if !rows.rows.is_empty() => report.error(
@@ -202,6 +403,62 @@ impl SystemReconciler for CompositeReconciler {
                 "not configured",
             ),
             _ => {}
+        }
+        report
+    }
+}
+
+#[async_trait]
+impl SystemReconciler for CompositeReconciler {
+    async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError> {
+        let mut report = ChangeReport::default();
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let ports_first = self.tool_wait.is_none() || self.ports_first(desired);
+        if ports_first {
+            let ports = self.tools.apply_ports(desired).await;
+            *self.ports_applied.lock().unwrap_or_else(|e| e.into_inner()) =
+                ports.errors.is_empty().then(|| desired.ovs_ports.clone());
+            report.merge(ports);
+        }
+        match self.kernel.reconcile(desired).await {
+            Ok(r) => report.merge(r),
+            Err(e) => report.error("kernel", "netlink reconcile", e),
+        }
+        let Some(wait) = self.tool_wait else {
+            report.merge(self.tools.apply(desired, false).await);
+            return Ok(report);
+        };
+        let request = ToolRequest {
+            generation,
+            desired: Arc::new(tool_part(desired)),
+            with_ports: !ports_first,
+        };
+        let workers: Vec<(Chain, ToolWorker)> =
+            CHAINS.iter().map(|c| (*c, self.worker(*c))).collect();
+        for (_, worker) in &workers {
+            worker.submit.send_replace(Some(request.clone()));
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        for (chain, worker) in workers {
+            let mut done = worker.done;
+            let finished = tokio::time::timeout_at(deadline, async {
+                done.wait_for(|(g, _)| *g >= generation)
+                    .await
+                    .ok()
+                    .and_then(|d| d.1.clone())
+            })
+            .await;
+            match finished {
+                Ok(Some(tools)) => report.merge(tools),
+                Ok(None) => report.error(TOOLS, chain.name(), "the background task ended"),
+                Err(_) => report.error(
+                    TOOLS,
+                    chain.name(),
+                    format!(
+                        "still being applied after {wait:?}; continues in the background (a hung vtysh or ovs-vsctl is killed at its timeout)"
+                    ),
+                ),
+            }
         }
         Ok(report)
     }

@@ -138,6 +138,8 @@ pub struct OvnSection {
     /// (New) NB driver: monitor every VM port (type `""`/`virtual`) of the Northbound instead
     /// of the ports bound here, for live migrations written without `activation-strategy`.
     pub nb_watch_all_vm_ports: bool,
+    /// (New) Largest message accepted from an OVSDB server, in bytes.
+    pub ovsdb_max_message_size: u64,
 }
 
 impl Default for OvnSection {
@@ -152,6 +154,7 @@ impl Default for OvnSection {
             ovn_nb_ca_cert: "/etc/ipa/ca.crt".to_owned(),
             ovn_nb_connection: None,
             nb_watch_all_vm_ports: false,
+            ovsdb_max_message_size: 256 << 20,
         }
     }
 }

@@ -361,6 +361,15 @@ pub static OPTIONS: &[OptSpec] = &[
         OptType::Bool,
         "NB driver: monitor every VM port of the Northbound, as upstream does, so that the destination of a live migration Neutron writes without activation-strategy (vhost-user ports, or live_migration_activation_strategy = \"\") exposes the port during the copy; memory and start time then grow with the cloud.",
     )),
+    new(opt(
+        "ovn",
+        "ovsdb_max_message_size",
+        OptType::Int {
+            min: 1 << 20,
+            max: 1 << 34,
+        },
+        "Largest message accepted from an OVSDB server (SB, NB, local OVS), in bytes; also the budget of messages and change batches queued inside the agent. A larger message ends the session with an error naming this option.",
+    )),
     // [local_ovn_cluster]
     opt(
         "local_ovn_cluster",

@@ -35,7 +35,13 @@ fn any_ssl(remotes: &str) -> bool {
     remotes.split(',').any(|r| r.trim().starts_with("ssl:"))
 }
 
+/// `[ovn] ovsdb_max_message_size` as a client setting.
+pub fn max_message_size(config: &AgentConfig) -> usize {
+    usize::try_from(config.ovn.ovsdb_max_message_size).unwrap_or(usize::MAX)
+}
+
 fn client_config(
+    config: &AgentConfig,
     option: &'static str,
     remote: &str,
     db: &str,
@@ -46,6 +52,7 @@ fn client_config(
         remote: remote.to_owned(),
         source: Box::new(source),
     })?;
+    client.max_message_size = max_message_size(config);
     // The TLS files are only read for ssl: remotes: their defaults name files that do not exist
     // on a deployment without TLS.
     if any_ssl(remote) {
@@ -81,7 +88,7 @@ pub fn sb_client_config(
         (None, Some(r)) => ("Open_vSwitch external_ids:ovn-remote", r),
         (None, None) => return Err(ConnectError::NoSbRemote),
     };
-    client_config(option, remote, SB_DB, || sb_tls(config))
+    client_config(config, option, remote, SB_DB, || sb_tls(config))
 }
 
 /// The Northbound: `[ovn] ovn_nb_connection`, else `Open_vSwitch external_ids:ovn-nb-remote`,
@@ -95,7 +102,7 @@ pub fn nb_client_config(
         (None, Some(r)) => ("Open_vSwitch external_ids:ovn-nb-remote", r),
         (None, None) => return Err(ConnectError::NoNbRemote),
     };
-    client_config(option, remote, NB_DB, || nb_tls(config))
+    client_config(config, option, remote, NB_DB, || nb_tls(config))
 }
 
 /// The node-local Northbound of the `ovn` exposing method: `[local_ovn_cluster]
@@ -104,6 +111,7 @@ pub fn nb_client_config(
 /// remotes (upstream's `OvnNbIdl` reads them for any NB connection).
 pub fn local_nb_client_config(config: &AgentConfig) -> Result<ClientConfig, ConnectError> {
     let mut client = client_config(
+        config,
         "[local_ovn_cluster] ovn_nb_connection",
         &config.local_ovn_cluster.ovn_nb_connection,
         NB_DB,

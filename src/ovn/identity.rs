@@ -153,12 +153,13 @@ impl IdentityWatch {
     /// error here (the agent cannot start without knowing who it is).
     pub async fn connect(config: &AgentConfig) -> Result<(Self, ChassisIdentity), IdentityError> {
         let remote = &config.default.ovsdb_connection;
-        let client_config = ClientConfig::new(remote, "Open_vSwitch").map_err(|source| {
+        let mut client_config = ClientConfig::new(remote, "Open_vSwitch").map_err(|source| {
             IdentityError::BadRemote {
                 remote: remote.clone(),
                 source,
             }
         })?;
+        client_config.max_message_size = crate::ovn::connect::max_message_size(config);
         let client = OvsdbClient::connect(
             client_config,
             MonitorSpec::default().table(TableSpec::new("Open_vSwitch", &["external_ids"])),

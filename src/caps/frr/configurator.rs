@@ -75,15 +75,99 @@ impl FrrFingerprint {
     }
 }
 
-/// False only when a pid file exists and names no running process.
+/// False only when a pid file exists and names no running process. A pid file that cannot be
+/// trusted (see [`read_pid_file`]) is reported and the daemon counted as running, as before
+/// the pid file was consulted at all.
 async fn daemon_alive(pid_file: &Path) -> bool {
-    let Ok(text) = tokio::fs::read_to_string(pid_file).await else {
-        return true;
-    };
-    match text.trim().parse::<u32>() {
-        Ok(pid) => tokio::fs::metadata(format!("/proc/{pid}")).await.is_ok(),
-        Err(_) => true,
+    match read_pid_file(pid_file) {
+        Ok(Some(pid)) => tokio::fs::metadata(format!("/proc/{pid}")).await.is_ok(),
+        Ok(None) => true,
+        Err(e) => {
+            tracing::warn!("{e}; counting the daemon as running");
+            true
+        }
     }
+}
+
+/// Most bytes read from a pid file: a pid and a newline fit many times over.
+const PID_FILE_MAX: usize = 32;
+
+/// Why a pid file was not used.
+#[derive(Debug, thiserror::Error)]
+#[error("FRR pid file {path}: {reason}")]
+pub struct PidFileError {
+    pub path: std::path::PathBuf,
+    pub reason: String,
+    #[source]
+    pub source: Option<std::io::Error>,
+}
+
+/// Reads the pid in `path` (`None`: no such file), trusting nothing about the file: it lives in
+/// a directory the `frr` user owns, and the agent runs as root. Opened with `O_NOFOLLOW` (a
+/// symlink to `/dev/zero` or to a file of root's is refused) and `O_NONBLOCK` (opening a FIFO
+/// does not wait for a writer), then only a regular file is read (`fstat` on what was opened,
+/// so it cannot be swapped in between), and at most [`PID_FILE_MAX`] bytes of it.
+pub fn read_pid_file(path: &Path) -> Result<Option<u32>, PidFileError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let fail = |reason: String, source: Option<std::io::Error>| PidFileError {
+        path: path.to_path_buf(),
+        reason,
+        source,
+    };
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(fail("is a symbolic link, not read".into(), None));
+        }
+        Err(e) => return Err(fail("cannot open".into(), Some(e))),
+    };
+    let kind = file
+        .metadata()
+        .map_err(|e| fail("cannot stat".into(), Some(e)))?
+        .file_type();
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(fail(format!("is {what}, not read"), None));
+    }
+    let mut buf = [0u8; PID_FILE_MAX + 1];
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(fail("cannot read".into(), Some(e))),
+        }
+    }
+    if len > PID_FILE_MAX {
+        return Err(fail(
+            format!("longer than {PID_FILE_MAX} bytes, not a pid file"),
+            None,
+        ));
+    }
+    let text = std::str::from_utf8(&buf[..len]).unwrap_or("");
+    if text.trim().is_empty() {
+        // A daemon that is starting and has not written its pid yet.
+        return Ok(None);
+    }
+    text.trim()
+        .parse::<u32>()
+        .map(Some)
+        .map_err(|_| fail(format!("holds {:?}, not a pid", text.trim()), None))
 }
 
 #[derive(Debug, Default)]

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 
 pub use base::{default_redistribute, leak_vrf_from_config};
-pub use configurator::{FrrFingerprint, VtyshConfigurator};
+pub use configurator::{FrrFingerprint, PidFileError, VtyshConfigurator, read_pid_file};
 pub use objects::{FrrObject, FrrObjectKey, FrrObjects};
 pub use templates::{
     AddVrf, ConfigureNd, DelVrf, FrrSnippet, LeakVrf, NicRedistribute, RenderError, UnconfigureNd,

@@ -26,9 +26,14 @@ pub struct VtyshOptions {
 }
 
 impl VtyshOptions {
+    /// vtysh is resolved to an absolute path here, once (see
+    /// [`crate::caps::process::resolve_tool_or_warn`]).
     pub fn from_config(frr: &FrrSection) -> Self {
         Self {
-            vtysh_path: PathBuf::from(&frr.vtysh_path),
+            vtysh_path: crate::caps::process::resolve_tool_or_warn(
+                "[frr] vtysh_path",
+                &frr.vtysh_path,
+            ),
             vty_socket_dir: PathBuf::from(&frr.vty_socket_dir),
             timeout: Duration::from_secs(frr.vtysh_timeout.max(1)),
         }
@@ -218,6 +223,43 @@ mod tests {
             std::fs::read_to_string(&log).unwrap(),
             "--vty_socket|/run/frr-test/|-f\n600\n700\nrouter bgp 64999\n"
         );
+    }
+
+    /// vtysh as configured (`[frr] vtysh_path`, a bare name found in PATH or a path) runs by
+    /// its absolute path with a clean environment: a stand-in that dumps what it got.
+    #[tokio::test]
+    async fn vtysh_from_config_runs_by_absolute_path_with_a_clean_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("vtysh");
+        let script = "#!/bin/sh\necho \"argv0=$0\"\nenv\n";
+        let written = Invocation::new("/bin/sh", Duration::from_secs(5))
+            .arg("-c")
+            .arg("cat > \"$0\" && chmod 755 \"$0\"")
+            .arg(fake.as_os_str())
+            .stdin(script.as_bytes().to_vec())
+            .run()
+            .await
+            .unwrap();
+        assert!(written.status.success());
+        let section = FrrSection {
+            vtysh_path: fake.to_str().unwrap().to_owned(),
+            ..FrrSection::default()
+        };
+        let vtysh = Vtysh::new(VtyshOptions::from_config(&section));
+        assert_eq!(vtysh.options().vtysh_path, fake);
+        let out = vtysh.running_config().await.unwrap();
+        assert!(out.contains(&format!("argv0={}", fake.display())), "{out}");
+        assert!(out.contains("LANG=C\n"), "{out}");
+        assert!(
+            out.contains(&format!("PATH={}\n", crate::caps::process::TOOL_PATH)),
+            "{out}"
+        );
+        for inherited in ["CARGO_", "HOME=", "USER=", "RUST_"] {
+            assert!(
+                !out.contains(inherited),
+                "{inherited} leaked into vtysh: {out}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -38,10 +38,13 @@ impl OvsOptions {
         }
     }
 
+    /// The tools are resolved to absolute paths here, once (see
+    /// [`crate::caps::process::resolve_tool_or_warn`]).
     pub fn from_config(ovs: &OvsSection) -> Self {
+        use crate::caps::process::resolve_tool_or_warn;
         Self {
-            vsctl_path: PathBuf::from(&ovs.ovs_vsctl_path),
-            ofctl_path: PathBuf::from(&ovs.ovs_ofctl_path),
+            vsctl_path: resolve_tool_or_warn("[ovs] ovs_vsctl_path", &ovs.ovs_vsctl_path),
+            ofctl_path: resolve_tool_or_warn("[ovs] ovs_ofctl_path", &ovs.ovs_ofctl_path),
             rundir: PathBuf::from(&ovs.ovs_rundir),
             timeout: Self::DEFAULT_TIMEOUT,
             flow_check_interval: Duration::from_secs(ovs.flow_check_interval.max(1)),

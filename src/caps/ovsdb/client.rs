@@ -39,8 +39,11 @@ pub struct ClientConfig {
     /// Send an echo after this long without traffic; drop the connection if the next interval
     /// passes silently too. `None` disables the probe.
     pub probe_interval: Option<Duration>,
-    /// Largest accepted incoming message, in bytes.
+    /// Largest accepted incoming message, in bytes. Also the budget of decoded messages
+    /// waiting for the client task, and of change batches waiting for the consumer.
     pub max_message_size: usize,
+    /// Longest one write to the server may take (a server that stops reading).
+    pub write_timeout: Duration,
     /// First and longest delay between reconnect rounds.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
@@ -49,8 +52,12 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// A configuration with the defaults: no leader-only, no TLS, 5 s probe, 1 GiB message
-    /// limit (an initial Southbound dump of a big cloud is large), 100 ms..8 s backoff.
+    /// Default of [`ClientConfig::max_message_size`] (`[ovn] ovsdb_max_message_size`): 256 MiB,
+    /// over three times the 70 MB first download of a 100k-port Southbound.
+    pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 256 << 20;
+
+    /// A configuration with the defaults: no leader-only, no TLS, 5 s probe, 256 MiB message
+    /// limit, 30 s write timeout, 100 ms..8 s backoff.
     pub fn new(remotes: &str, db: &str) -> Result<Self, OvsdbError> {
         Ok(ClientConfig {
             remotes: Remote::parse_list(remotes)?,
@@ -58,7 +65,8 @@ impl ClientConfig {
             leader_only: false,
             tls: None,
             probe_interval: Some(Duration::from_secs(5)),
-            max_message_size: 1 << 30,
+            max_message_size: Self::DEFAULT_MAX_MESSAGE_SIZE,
+            write_timeout: super::jsonrpc::DEFAULT_WRITE_TIMEOUT,
             backoff_initial: Duration::from_millis(100),
             backoff_max: Duration::from_secs(8),
             handshake_timeout: Duration::from_secs(60),
@@ -157,8 +165,10 @@ pub enum BatchKind {
 /// When a session resumes (`monitor_cond_since` found the last transaction id), the server
 /// merges all the transactions missed while disconnected into one `Update` batch.
 ///
-/// The event channel is unbounded so that no event is ever dropped: a driver must keep
-/// draining it.
+/// No change is ever dropped, and the queue is bounded in bytes: while the batches the consumer
+/// has not dropped yet weigh more than [`ClientConfig::max_message_size`], further changes are
+/// merged per row into one batch (see [`super::events`]), which arrives once the consumer has
+/// made room.
 #[derive(Debug, Clone)]
 pub struct ChangeBatch {
     pub kind: BatchKind,
@@ -169,6 +179,10 @@ pub struct ChangeBatch {
     /// socket, so `received.elapsed()` at the consumer is the client's own share of the
     /// latency (decode, replica, indexes, channel).
     pub received: Option<tokio::time::Instant>,
+    /// This batch's share of the queue's byte budget, given back when it is dropped (held
+    /// only for its `Drop`).
+    #[allow(dead_code)]
+    pub(crate) weight: Option<Arc<super::events::BatchWeight>>,
 }
 
 /// Counters describing the client's life so far.
@@ -189,6 +203,12 @@ pub struct ClientStats {
     pub monitor_method: Option<&'static str>,
     pub current_remote: Option<String>,
     pub last_error: Option<String>,
+    /// Rows left out because a value broke the schema's bounds (a set longer than its `max`).
+    pub rows_rejected: u64,
+    /// Row changes merged into a held batch because the consumer lagged.
+    pub changes_coalesced: u64,
+    /// Bytes of change batches handed out and not yet dropped by the consumer.
+    pub events_queued_bytes: u64,
 }
 
 #[derive(Default)]
@@ -198,6 +218,7 @@ struct SharedStats {
     full_downloads: AtomicU64,
     failures: AtomicU64,
     servers_skipped: AtomicU64,
+    rows_rejected: AtomicU64,
     wire: Arc<WireStats>,
     method: Mutex<Option<&'static str>>,
     remote: Mutex<Option<String>>,
@@ -244,6 +265,7 @@ struct Shared {
     stats: SharedStats,
     connected: AtomicBool,
     schema: Mutex<Option<Arc<DatabaseSchema>>>,
+    events: Mutex<Option<Arc<super::events::EventBudget>>>,
 }
 
 /// Handle to a monitored database. Dropping the last handle stops the client task.
@@ -276,6 +298,7 @@ impl OvsdbClient {
             stats: SharedStats::default(),
             connected: AtomicBool::new(false),
             schema: Mutex::new(None),
+            events: Mutex::new(None),
         });
         let table_ids = spec
             .tables
@@ -284,12 +307,14 @@ impl OvsdbClient {
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
         let (fatal_tx, fatal_rx) = oneshot::channel();
+        let events = super::events::EventQueue::new(events_tx, config.max_message_size);
+        *lock(&shared.events) = Some(events.budget());
         let worker = Worker {
             conditions: spec.tables.iter().map(|t| t.condition.clone()).collect(),
             spec,
             config,
             shared: shared.clone(),
-            events: events_tx,
+            events,
             commands: cmd_rx,
             ready: ready_tx,
             fatal: Some(fatal_tx),
@@ -353,6 +378,7 @@ impl OvsdbClient {
 
     pub fn stats(&self) -> ClientStats {
         let s = &self.shared.stats;
+        let events = lock(&self.shared.events).clone();
         ClientStats {
             sessions: s.sessions.load(Ordering::Relaxed),
             resumed: s.resumed.load(Ordering::Relaxed),
@@ -364,6 +390,11 @@ impl OvsdbClient {
             monitor_method: *lock(&s.method),
             current_remote: lock(&s.remote).clone(),
             last_error: lock(&s.last_error).clone(),
+            rows_rejected: s.rows_rejected.load(Ordering::Relaxed),
+            changes_coalesced: events
+                .as_ref()
+                .map_or(0, |e| e.coalesced.load(Ordering::Relaxed)),
+            events_queued_bytes: events.as_ref().map_or(0, |e| e.queued() as u64),
         }
     }
 
@@ -437,7 +468,7 @@ struct Worker {
     spec: MonitorSpec,
     conditions: Vec<MonitorCondition>,
     shared: Arc<Shared>,
-    events: mpsc::UnboundedSender<ChangeBatch>,
+    events: super::events::EventQueue,
     commands: mpsc::UnboundedReceiver<Command>,
     ready: watch::Sender<Option<Result<(), String>>>,
     fatal: Option<oneshot::Sender<OvsdbError>>,
@@ -521,10 +552,49 @@ pub fn parse_updates(
     remote: &str,
     interner: Option<&RefCell<Interner>>,
 ) -> Result<Vec<TableUpdate>, OvsdbError> {
-    super::decode::table_updates(raw, metas, format, interner).map_err(|e| OvsdbError::Protocol {
+    // Rejected rows are logged; the statistics are a throwaway.
+    parse_updates_counted(
+        &SharedStats::default(),
+        raw,
+        metas,
+        format,
+        remote,
+        interner,
+    )
+}
+
+/// The client's error for table-updates that cannot be decoded.
+fn updates_error(remote: &str) -> impl Fn(super::decode::DecodeError) -> OvsdbError + '_ {
+    move |e| OvsdbError::Protocol {
         remote: remote.to_owned(),
         reason: format!("table-updates: {e}"),
-    })
+    }
+}
+
+/// Like [`parse_updates`], counting the rows the decoder rejected in the client's statistics.
+fn parse_updates_counted(
+    stats: &SharedStats,
+    raw: &str,
+    metas: &[Arc<TableMeta>],
+    format: UpdateFormat,
+    remote: &str,
+    interner: Option<&RefCell<Interner>>,
+) -> Result<Vec<TableUpdate>, OvsdbError> {
+    let (updates, rejected) =
+        super::decode::table_updates_with_rejected(raw, metas, format, interner)
+            .map_err(updates_error(remote))?;
+    record_rejected(stats, remote, rejected);
+    Ok(updates)
+}
+
+/// Logs rows the decoder left out (a hostile or broken server: a real one never sends a value
+/// its own schema forbids) and counts them.
+fn record_rejected(stats: &SharedStats, remote: &str, rejected: Vec<super::decode::RejectedRow>) {
+    for r in rejected {
+        tracing::warn!(%remote, "{r}");
+        stats.rows_rejected.fetch_add(1, Ordering::Relaxed);
+        *lock(&stats.last_error) = Some(format!("from {remote}: {r}"));
+    }
 }
 
 fn is_unknown_method(error: &Value) -> bool {
@@ -642,14 +712,15 @@ impl Worker {
     async fn handshake(
         &mut self,
         remote: &Remote,
-    ) -> Result<(Session, Vec<TableUpdate>, bool, Option<Uuid>), OvsdbError> {
+    ) -> Result<(Session, Vec<TableUpdate>, bool, Option<Uuid>, usize), OvsdbError> {
         let stream = connect(remote, self.config.tls.as_ref()).await?;
         let conn = Connection::new(
             stream,
             remote.to_string(),
             self.config.max_message_size,
             self.shared.stats.wire.clone(),
-        );
+        )
+        .with_write_timeout(self.config.write_timeout);
         let mut s = Session {
             conn,
             early: VecDeque::new(),
@@ -715,7 +786,7 @@ impl Worker {
             self.metas = Some(metas);
         }
         // Monitor, falling back to older methods the server does not know.
-        let (updates, resumed, txn) = loop {
+        let (updates, resumed, txn, bytes) = loop {
             let metas = self.metas.clone().unwrap_or_default();
             let tables: Vec<(Arc<TableMeta>, MonitorCondition)> = metas
                 .iter()
@@ -742,6 +813,7 @@ impl Worker {
             match s.call(self.method.name(), params).await {
                 Ok(raw) => {
                     let metas = self.metas.clone().unwrap_or_default();
+                    let bytes = raw.get().len();
                     if self.method == MonitorMethod::CondSince {
                         let reply = super::decode::cond_since_reply(
                             raw.get(),
@@ -752,18 +824,25 @@ impl Worker {
                             remote: name.clone(),
                             reason: format!("monitor_cond_since reply: {e}"),
                         })?;
+                        record_rejected(&self.shared.stats, &name, reply.rejected);
                         let resumed = reply.found && self.synced_once;
                         let txn = reply.last_txn_id;
-                        break (reply.updates, resumed, (txn != Uuid::ZERO).then_some(txn));
+                        break (
+                            reply.updates,
+                            resumed,
+                            (txn != Uuid::ZERO).then_some(txn),
+                            bytes,
+                        );
                     }
-                    let updates = parse_updates(
+                    let updates = parse_updates_counted(
+                        &self.shared.stats,
                         raw.get(),
                         &metas,
                         self.method.format(),
                         &name,
                         Some(&self.interner),
                     )?;
-                    break (updates, false, None);
+                    break (updates, false, None, bytes);
                 }
                 Err(OvsdbError::Rpc { error, .. })
                     if self.method != MonitorMethod::Plain
@@ -778,7 +857,7 @@ impl Worker {
                 Err(e) => return Err(e),
             }
         };
-        Ok((s, updates, resumed, txn))
+        Ok((s, updates, resumed, txn, bytes))
     }
 
     fn check_server(&mut self, server: &Replica, remote: &str) -> Result<(), OvsdbError> {
@@ -816,7 +895,14 @@ impl Worker {
         Ok(())
     }
 
-    fn emit(&self, kind: BatchKind, changes: Vec<Change>, received: Option<tokio::time::Instant>) {
+    /// Hands a batch to the consumer; `bytes` is the size of the message it came from.
+    fn emit(
+        &mut self,
+        kind: BatchKind,
+        changes: Vec<Change>,
+        received: Option<tokio::time::Instant>,
+        bytes: usize,
+    ) {
         let txn_id = self
             .shared
             .replica
@@ -826,17 +912,12 @@ impl Worker {
         if changes.is_empty() && kind == BatchKind::Update {
             return;
         }
-        let _ = self.events.send(ChangeBatch {
-            kind,
-            txn_id,
-            changes,
-            received,
-        });
+        self.events.push(kind, txn_id, changes, received, bytes);
     }
 
     async fn session(&mut self, remote: &Remote) -> Result<SessionEnd, OvsdbError> {
         *lock(&self.shared.stats.remote) = Some(remote.to_string());
-        let (mut s, updates, resumed, txn) =
+        let (mut s, updates, resumed, txn, bytes) =
             tokio::time::timeout(self.config.handshake_timeout, self.handshake(remote))
                 .await
                 .map_err(|_| OvsdbError::ServerUnusable {
@@ -878,7 +959,7 @@ impl Worker {
             self.conditions_changed = false;
         }
         *lock(&st.method) = Some(self.method.name());
-        self.emit(kind, changes, None);
+        self.emit(kind, changes, None, bytes);
         self.synced_once = true;
         self.shared.connected.store(true, Ordering::Relaxed);
         self.ready.send_replace(Some(Ok(())));
@@ -927,6 +1008,8 @@ impl Worker {
                     let Some(cmd) = cmd else { return Ok(SessionEnd::Shutdown) };
                     self.command(s, cmd).await?;
                 }
+                // The consumer made room for changes held while it lagged.
+                _ = self.events.drained(), if self.events.holding() => self.events.flush(),
                 _ = tick.tick() => {
                     self.sweep_cancelled(s).await?;
                     if let Some(p) = probe
@@ -969,7 +1052,16 @@ impl Worker {
                 }
                 let mut params = vec![Value::String(self.config.db.clone())];
                 params.extend(ops.iter().map(Op::to_json));
-                let id = s.conn.request("transact", Value::Array(params)).await?;
+                let id = match s.conn.request("transact", Value::Array(params)).await {
+                    Ok(id) => id,
+                    Err(e) => {
+                        // The caller learns the connection went, not that the client shut down.
+                        let _ = reply.send(Err(OvsdbError::ConnectionLost {
+                            remote: s.conn.remote.clone(),
+                        }));
+                        return Err(e);
+                    }
+                };
                 s.pending.insert(id, Pending::Transact { ops, reply });
             }
             Command::SetCondition {
@@ -1079,8 +1171,14 @@ impl Worker {
                     }
                     return Ok(());
                 }
-                let updates =
-                    parse_updates(body.get(), metas, format, &remote, Some(&self.interner))?;
+                let updates = parse_updates_counted(
+                    &self.shared.stats,
+                    body.get(),
+                    metas,
+                    format,
+                    &remote,
+                    Some(&self.interner),
+                )?;
                 let mut changes = Vec::new();
                 {
                     let mut r = self
@@ -1093,7 +1191,7 @@ impl Worker {
                         r.last_txn_id = Some(t);
                     }
                 }
-                self.emit(BatchKind::Update, changes, Some(received));
+                self.emit(BatchKind::Update, changes, Some(received), body.get().len());
             }
             Incoming::Response { id, result, error } => {
                 let Some(p) = id.as_u64().and_then(|i| s.pending.remove(&i)) else {

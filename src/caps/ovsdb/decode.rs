@@ -8,6 +8,12 @@
 //! [`Datum`]s in their compact form. Columns and tables the client did not ask for are skipped
 //! without allocating. Any malformed input is an error naming the byte offset; nothing is
 //! half-applied because the caller only applies a fully decoded message.
+//!
+//! Cardinality is enforced as the bytes are read: a set or map with more elements than its
+//! column's schema `max` (twice that in a `modify`, which carries a difference) stops being
+//! decoded at the first element too many, and that row is rejected ([`RejectedRow`]: the row
+//! leaves the replica, the rest of the message applies). A hostile server's million-element set
+//! therefore costs no allocation beyond the schema's bound.
 
 // Unsafe code allowed in this file only: one `from_utf8_unchecked` on bytes the scanner already validated.
 #![allow(unsafe_code)]
@@ -44,24 +50,59 @@ impl std::error::Error for DecodeError {}
 
 type Result<T> = std::result::Result<T, DecodeError>;
 
+/// A row left out of a decoded message because one of its values breaks the schema's bounds;
+/// it is delivered as a delete, so the replica never holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRow {
+    pub table: Arc<str>,
+    pub uuid: Uuid,
+    pub reason: String,
+}
+
+impl std::fmt::Display for RejectedRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "row {} of {} rejected: {}",
+            self.uuid, self.table, self.reason
+        )
+    }
+}
+
 /// A `monitor_cond_since` reply: `[found, last-txn-id, table-updates2]`.
 pub struct CondSinceReply {
     pub found: bool,
     pub last_txn_id: Uuid,
     pub updates: Vec<TableUpdate>,
+    /// Rows left out (see [`RejectedRow`]).
+    pub rejected: Vec<RejectedRow>,
 }
 
-/// Decodes a table-updates object (`null` counts as no updates).
+/// Decodes a table-updates object (`null` counts as no updates). Rejected rows are logged.
 pub fn table_updates(
     text: &str,
     metas: &[Arc<TableMeta>],
     format: UpdateFormat,
     interner: Option<&RefCell<Interner>>,
 ) -> Result<Vec<TableUpdate>> {
+    let (out, rejected) = table_updates_with_rejected(text, metas, format, interner)?;
+    for r in rejected {
+        tracing::warn!("{r}");
+    }
+    Ok(out)
+}
+
+/// Decodes a table-updates object and returns the rows it rejected (see [`RejectedRow`]).
+pub fn table_updates_with_rejected(
+    text: &str,
+    metas: &[Arc<TableMeta>],
+    format: UpdateFormat,
+    interner: Option<&RefCell<Interner>>,
+) -> Result<(Vec<TableUpdate>, Vec<RejectedRow>)> {
     let mut p = Parser::new(text, interner);
     let out = p.updates(metas, format)?;
     p.end()?;
-    Ok(out)
+    Ok((out, p.rejected))
 }
 
 /// Decodes a `monitor_cond_since` reply in one pass.
@@ -95,6 +136,7 @@ pub fn cond_since_reply(
         found,
         last_txn_id,
         updates,
+        rejected: p.rejected,
     })
 }
 
@@ -114,6 +156,12 @@ struct Parser<'a> {
     /// usually found here by one comparison, without hashing it for the interner. Allocated
     /// on first use, so a small message without maps does not pay for it.
     memo: Vec<Option<Arc<str>>>,
+    /// Most elements the set or map being decoded may have (its column's schema bound).
+    max_elements: Option<usize>,
+    /// Set when the error being returned concerns one row only (a cardinality violation):
+    /// [`Parser::rows`] then skips that row instead of failing the message.
+    row_error: bool,
+    rejected: Vec<RejectedRow>,
 }
 
 /// Columns and pair positions `Parser::memo` covers (more share slots, which is only slower).
@@ -145,6 +193,23 @@ impl<'a> Parser<'a> {
             unescaped: String::new(),
             col: 0,
             memo: Vec::new(),
+            max_elements: None,
+            row_error: false,
+            rejected: Vec::new(),
+        }
+    }
+
+    /// Refuses a set or map element beyond the column's bound, before decoding it.
+    #[inline]
+    fn check_room(&mut self, len: usize) -> Result<()> {
+        match self.max_elements {
+            Some(max) if len >= max => {
+                self.row_error = true;
+                self.err(format!(
+                    "more than {max} elements in a set or map (the schema's bound)"
+                ))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -544,6 +609,7 @@ impl<'a> Parser<'a> {
             return Ok(());
         }
         loop {
+            self.check_room(out.len())?;
             out.push(self.atom(Role::Value)?);
             if !self.more(b']')? {
                 return Ok(());
@@ -557,6 +623,7 @@ impl<'a> Parser<'a> {
         }
         loop {
             let pos = out.len();
+            self.check_room(pos)?;
             self.expect(b'[', "map pair is not [key, value]")?;
             let k = self.map_atom(pos, Role::Key)?;
             self.expect(b',', "map pair is not [key, value]")?;
@@ -570,12 +637,27 @@ impl<'a> Parser<'a> {
     }
 
     /// A column value, with integers turned into reals where the schema says real (JSON does
-    /// not tell `1` from `1.0`).
+    /// not tell `1` from `1.0`). `diff`: the value is a `modify`'s difference, which may name
+    /// every old element and every new one.
     #[inline]
-    fn column(&mut self, meta: &TableMeta, idx: u16) -> Result<Datum> {
+    fn column(&mut self, meta: &TableMeta, idx: u16, diff: bool) -> Result<Datum> {
         let at = self.i;
         self.col = idx as usize;
-        let mut d = self.datum()?;
+        let ty = &meta.types[idx as usize];
+        self.max_elements = ty.max.map(|max| {
+            let max = usize::try_from(max).unwrap_or(usize::MAX);
+            if diff { max.saturating_mul(2) } else { max }
+        });
+        let decoded = self.datum();
+        self.max_elements = None;
+        let mut d = decoded.map_err(|e| DecodeError {
+            offset: e.offset,
+            reason: if self.row_error {
+                format!("column {}: {}", meta.columns[idx as usize], e.reason)
+            } else {
+                e.reason
+            },
+        })?;
         conform(&mut d, &meta.types[idx as usize]).map_err(|reason| DecodeError {
             offset: at,
             reason: format!("column {}: {reason}", meta.columns[idx as usize]),
@@ -669,9 +751,27 @@ impl<'a> Parser<'a> {
         loop {
             let uuid = self.uuid_str()?;
             self.expect(b':', "table-update")?;
+            self.ws();
+            let row_start = self.i;
             let change = match format {
-                UpdateFormat::V2 => self.row_update2(meta)?,
-                UpdateFormat::V1 => self.row_update1(meta)?,
+                UpdateFormat::V2 => self.row_update2(meta),
+                UpdateFormat::V1 => self.row_update1(meta),
+            };
+            let change = match change {
+                Ok(change) => change,
+                Err(e) if std::mem::take(&mut self.row_error) => {
+                    // Only this row is bad: skip the rest of it without decoding, and make sure
+                    // the replica does not keep an earlier version of it.
+                    self.i = row_start;
+                    self.skip_value()?;
+                    self.rejected.push(RejectedRow {
+                        table: meta.name.clone(),
+                        uuid,
+                        reason: e.to_string(),
+                    });
+                    RowChange::Delete
+                }
+                Err(e) => return Err(e),
             };
             out.push((uuid, change));
             if !self.more(b'}')? {
@@ -753,7 +853,7 @@ impl<'a> Parser<'a> {
             let col = self.string()?;
             self.expect(b':', "row")?;
             match meta.column_index(&col) {
-                Some(idx) => values[idx as usize] = self.column(meta, idx)?,
+                Some(idx) => values[idx as usize] = self.column(meta, idx, false)?,
                 None => self.skip_value()?,
             }
             if !self.more(b'}')? {
@@ -772,7 +872,7 @@ impl<'a> Parser<'a> {
             let col = self.string()?;
             self.expect(b':', "row")?;
             match meta.column_index(&col) {
-                Some(idx) => out.push((idx, self.column(meta, idx)?)),
+                Some(idx) => out.push((idx, self.column(meta, idx, true)?)),
                 None => self.skip_value()?,
             }
             if !self.more(b'}')? {
@@ -895,5 +995,65 @@ mod tests {
         ] {
             assert!(datum(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    /// A set or map beyond the schema's bound rejects its row only; a `modify` may carry twice
+    /// the bound (every old element removed, every new one added).
+    #[test]
+    fn cardinality_is_enforced_per_row() {
+        let set = |max| ColumnType {
+            key: AtomicType::String,
+            value: None,
+            min: 0,
+            max: Some(max),
+        };
+        let map = ColumnType {
+            key: AtomicType::String,
+            value: Some(AtomicType::String),
+            min: 0,
+            max: Some(2),
+        };
+        let meta = Arc::new(TableMeta::new(
+            "T",
+            vec![("tags".into(), set(2)), ("opts".into(), map)],
+        ));
+        let (a, b, c, d) = (
+            "00000000-0000-0000-0000-00000000000a",
+            "00000000-0000-0000-0000-00000000000b",
+            "00000000-0000-0000-0000-00000000000c",
+            "00000000-0000-0000-0000-00000000000d",
+        );
+        let text = format!(
+            r#"{{"T":{{"{a}":{{"insert":{{"tags":["set",["1","2","3"]]}}}},
+                 "{b}":{{"modify":{{"tags":["set",["1","2","3","4"]]}}}},
+                 "{c}":{{"modify":{{"opts":["map",[["k1","v"],["k2","v"],["k3","v"],["k4","v"],["k5","v"]]]}}}},
+                 "{d}":{{"insert":{{"tags":["set",["1","2"]],"opts":["map",[["k","v"]]]}}}}}}}}"#
+        );
+        let (updates, rejected) =
+            table_updates_with_rejected(&text, &[meta], UpdateFormat::V2, None).unwrap();
+        let rows: Vec<(String, bool)> = updates[0]
+            .rows
+            .iter()
+            .map(|(u, ch)| (u.to_string(), matches!(ch, RowChange::Delete)))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (a.to_owned(), true),
+                (b.to_owned(), false),
+                (c.to_owned(), true),
+                (d.to_owned(), false)
+            ]
+        );
+        let reasons: Vec<String> = rejected.iter().map(ToString::to_string).collect();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert!(
+            reasons[0].contains("column tags: more than 2 elements"),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons[1].contains("column opts: more than 4 elements"),
+            "{reasons:?}"
+        );
     }
 }

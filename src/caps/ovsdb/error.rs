@@ -20,8 +20,15 @@ pub enum OvsdbError {
     Closed { remote: String },
     #[error("framing error from {remote}: {reason}")]
     Framing { remote: String, reason: String },
-    #[error("message from {remote} exceeds the limit of {limit} bytes")]
+    #[error(
+        "message from {remote} exceeds the limit of {limit} bytes ([ovn] ovsdb_max_message_size)"
+    )]
     MessageTooLarge { remote: String, limit: usize },
+    #[error("writing to {remote} did not complete within {timeout:?} (the server is not reading)")]
+    WriteTimeout {
+        remote: String,
+        timeout: std::time::Duration,
+    },
     #[error("malformed JSON-RPC message from {remote}: {reason}")]
     Protocol { remote: String, reason: String },
     #[error("server {remote} answered {method} with error {error}")]

@@ -5,7 +5,14 @@
 //! and track string and escape state so `"\"}"` inside a string never closes a message. The
 //! splitter is incremental: a message may be split across any number of reads, and one read may
 //! carry several messages. A message longer than the configured limit is rejected as soon as the
-//! limit is crossed, so a hostile peer streaming an endless object costs at most `limit` bytes.
+//! limit is crossed, so a hostile peer streaming an endless object costs at most `limit` bytes;
+//! nesting deeper than [`MAX_DEPTH`] is rejected as it is read, so no later pass (serde_json, the
+//! table-updates decoder) ever sees an absurdly deep value.
+
+/// Deepest nesting of objects and arrays accepted in one message. The deepest thing OVSDB sends
+/// is a set of UUIDs inside a row update inside a notification (about 10 levels); serde_json,
+/// which decodes the small parts of a message, stops at 128.
+pub const MAX_DEPTH: u32 = 64;
 
 /// Why the byte stream could not be split into messages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +23,8 @@ pub enum FramingError {
     Unbalanced { byte: u8 },
     #[error("message exceeds the limit of {limit} bytes")]
     TooLarge { limit: usize },
+    #[error("message nests objects and arrays deeper than {max} levels")]
+    TooDeep { max: u32 },
 }
 
 /// Incremental splitter: feed bytes with [`FrameSplitter::extend`], take complete messages with
@@ -187,6 +196,9 @@ impl FrameSplitter {
                     b'"' => self.in_string = true,
                     b'{' | b'[' => {
                         self.depth += 1;
+                        if self.depth > MAX_DEPTH {
+                            return Err(FramingError::TooDeep { max: MAX_DEPTH });
+                        }
                         if self.depth == 2 {
                             self.member_open = i;
                         }
@@ -288,5 +300,18 @@ mod tests {
         let mut s = FrameSplitter::new(10);
         s.extend(b"{\"aaaaaaaaaaaaaaaa");
         assert_eq!(s.next_frame(), Err(FramingError::TooLarge { limit: 10 }));
+    }
+
+    #[test]
+    fn nesting_is_limited_as_it_is_read() {
+        let ok = format!("{{\"a\":{}{}}}", "[".repeat(63), "]".repeat(63));
+        assert_eq!(split_all(&[ok.as_bytes()]), vec![ok.clone()]);
+        let mut s = FrameSplitter::new(1 << 20);
+        // Unterminated: the error comes from the opening brackets alone.
+        s.extend(format!("{{\"a\":{}", "[".repeat(64)).as_bytes());
+        assert_eq!(
+            s.next_frame(),
+            Err(FramingError::TooDeep { max: MAX_DEPTH })
+        );
     }
 }

@@ -1,13 +1,16 @@
 //! JSON-RPC 1.0 over one OVSDB connection: a reader task that frames and decodes incoming
-//! messages into a bounded channel (so a flood cannot grow memory without bound), and the
-//! write half used by the session owner.
+//! messages into a channel bounded in bytes (so a flood cannot grow memory without bound: the
+//! reader stops reading the socket, and the server's own backlog handling takes over), and the
+//! write half used by the session owner, whose writes time out.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
-use tokio::sync::mpsc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use super::error::OvsdbError;
@@ -129,13 +132,18 @@ pub struct WireStats {
     pub messages_received: AtomicU64,
 }
 
+/// A decoded message and its share of the queue's byte budget, given back when the session
+/// takes the message off the queue.
+type Queued = (Result<Incoming, OvsdbError>, Option<OwnedSemaphorePermit>);
+
 /// One open JSON-RPC connection.
 pub struct Connection {
     pub remote: String,
-    rx: mpsc::Receiver<Result<Incoming, OvsdbError>>,
+    rx: mpsc::Receiver<Queued>,
     writer: WriteHalf<BoxStream>,
     next_id: u64,
     reader: JoinHandle<()>,
+    write_timeout: Duration,
 }
 
 impl Drop for Connection {
@@ -147,14 +155,32 @@ impl Drop for Connection {
 /// Spare buffer space offered to each socket read.
 const READ_CHUNK: usize = 256 * 1024;
 
+/// How many messages may wait between the reader and the session, whatever their size (the
+/// byte budget bounds their total size).
+const QUEUE_MESSAGES: usize = 16;
+
+/// Default time one write may take before the connection is given up.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The bytes a message counts against the queue budget: its size, at least 1, at most the
+/// whole budget (so one message as large as the budget still passes, alone).
+fn queue_weight(bytes: usize, budget: usize) -> u32 {
+    bytes.clamp(1, budget.max(1)).min(u32::MAX as usize) as u32
+}
+
 async fn read_loop(
     mut rd: ReadHalf<BoxStream>,
     remote: String,
     max_message: usize,
-    tx: mpsc::Sender<Result<Incoming, OvsdbError>>,
+    tx: mpsc::Sender<Queued>,
     stats: Arc<WireStats>,
 ) {
     let mut splitter = FrameSplitter::new(max_message);
+    // At most `max_message` bytes of decoded messages wait for the session: with the message
+    // being decoded here and the one the session is handling, a connection holds at most a
+    // few times the message limit, however fast the server sends.
+    let budget = max_message.min(u32::MAX as usize);
+    let queue_bytes = Arc::new(Semaphore::new(budget));
     loop {
         let n = match rd.read_buf(splitter.read_buffer(READ_CHUNK)).await {
             Ok(0) => {
@@ -169,19 +195,25 @@ async fn read_loop(
                 } else {
                     OvsdbError::Closed { remote }
                 };
-                let _ = tx.send(Err(err)).await;
+                let _ = tx.send((Err(err), None)).await;
                 return;
             }
             Ok(n) => n,
             Err(source) => {
-                let _ = tx.send(Err(OvsdbError::Io { remote, source })).await;
+                let _ = tx
+                    .send((Err(OvsdbError::Io { remote, source }), None))
+                    .await;
                 return;
             }
         };
         stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
         loop {
+            let mut weight = 1;
             let msg = match splitter.take_frame() {
-                Ok(Some(frame)) => decode(frame, &remote),
+                Ok(Some(frame)) => {
+                    weight = queue_weight(frame.bytes.len(), budget);
+                    decode(frame, &remote)
+                }
                 Ok(None) => break,
                 Err(FramingError::TooLarge { limit }) => Err(OvsdbError::MessageTooLarge {
                     remote: remote.clone(),
@@ -194,7 +226,11 @@ async fn read_loop(
             };
             let fatal = msg.is_err();
             stats.messages_received.fetch_add(1, Ordering::Relaxed);
-            if tx.send(msg).await.is_err() || fatal {
+            // Waits (reading nothing more) while the queue holds its budget of bytes.
+            let Ok(permit) = queue_bytes.clone().acquire_many_owned(weight).await else {
+                return;
+            };
+            if tx.send((msg, Some(permit))).await.is_err() || fatal {
                 return;
             }
         }
@@ -210,7 +246,7 @@ impl Connection {
         stats: Arc<WireStats>,
     ) -> Self {
         let (rd, writer) = tokio::io::split(stream);
-        let (tx, rx) = mpsc::channel(16);
+        let (tx, rx) = mpsc::channel(QUEUE_MESSAGES);
         let reader = tokio::spawn(read_loop(rd, remote.clone(), max_message, tx, stats));
         Connection {
             remote,
@@ -218,7 +254,15 @@ impl Connection {
             writer,
             next_id: 1,
             reader,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
+    }
+
+    /// Gives up the connection when one write takes longer than `timeout` (a server that stops
+    /// reading would otherwise hold the session forever).
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
+        self
     }
 
     async fn write(&mut self, v: &Value) -> Result<(), OvsdbError> {
@@ -231,8 +275,17 @@ impl Connection {
             remote: self.remote.clone(),
             source,
         };
-        self.writer.write_all(&bytes).await.map_err(io)?;
-        self.writer.flush().await.map_err(io)
+        let write = async {
+            self.writer.write_all(&bytes).await?;
+            self.writer.flush().await
+        };
+        match tokio::time::timeout(self.write_timeout, write).await {
+            Ok(result) => result.map_err(io),
+            Err(_) => Err(OvsdbError::WriteTimeout {
+                remote: self.remote.clone(),
+                timeout: self.write_timeout,
+            }),
+        }
     }
 
     /// Sends a request and returns its id (the answer arrives through [`Connection::recv`]).
@@ -265,7 +318,8 @@ impl Connection {
     /// The next message; an error means the connection is unusable.
     pub async fn recv(&mut self) -> Result<Incoming, OvsdbError> {
         match self.rx.recv().await {
-            Some(m) => m,
+            // The permit is dropped here: the message has left the queue.
+            Some((m, _permit)) => m,
             None => Err(OvsdbError::Closed {
                 remote: self.remote.clone(),
             }),

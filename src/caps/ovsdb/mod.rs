@@ -47,9 +47,12 @@
 //!
 //! # Design
 //! - [`framing`]: splits the byte stream into messages by JSON syntax (strings and escapes
-//!   tracked), with a size limit per message.
-//! - [`jsonrpc`]: a reader task per connection feeding a bounded channel; requests, replies,
-//!   notifications.
+//!   tracked), with a size limit per message (`[ovn] ovsdb_max_message_size`) and a nesting
+//!   limit.
+//! - [`jsonrpc`]: a reader task per connection feeding a channel bounded in bytes; requests,
+//!   replies, notifications; writes time out.
+//! - [`events`]: the change batches for the consumer, bounded in bytes: beyond the budget,
+//!   changes are merged per row instead of queued.
 //! - [`types`], [`schema`], [`ops`]: atoms/sets/maps, schemas and validation, typed operation
 //!   builders and conditions.
 //! - [`monitor`]: monitor requests; `update`/`update2`/`update3` decoded by a schema-aware serde
@@ -84,6 +87,7 @@
 pub mod client;
 pub mod decode;
 pub mod error;
+pub mod events;
 pub mod framing;
 pub mod jsonrpc;
 pub mod monitor;

@@ -415,7 +415,7 @@ impl Change {
     }
 }
 
-fn diff_columns(old: &Row, new: &Row) -> Vec<u16> {
+pub(crate) fn diff_columns(old: &Row, new: &Row) -> Vec<u16> {
     (0..new.values.len() as u16)
         .filter(|&i| old.values[i as usize] != new.values[i as usize])
         .collect()
