@@ -39,6 +39,116 @@ pub(crate) mod global {
     pub(crate) static FLOW_REPAIRS: LazyLock<Counter> = LazyLock::new(Counter::default);
 }
 
+/// The OVSDB clients' figures, read from the live clients at scrape time and summed per
+/// database (a driver may hold more than one client on a database).
+#[derive(Debug)]
+struct OvsdbCollector;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct DbLabels {
+    database: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct DbTableLabels {
+    database: String,
+    table: String,
+}
+
+impl prometheus_client::collector::Collector for OvsdbCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::MetricType;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+
+        let clients = crate::caps::ovsdb::live_clients();
+        let mut per_db: BTreeMap<String, (bool, [u64; 7])> = BTreeMap::new();
+        let mut rows: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for c in &clients {
+            let e = per_db.entry(c.database.clone()).or_insert((true, [0; 7]));
+            e.0 &= c.connected;
+            let s = &c.stats;
+            for (slot, v) in e.1.iter_mut().zip([
+                s.sessions,
+                s.resumed,
+                s.full_downloads,
+                s.failures,
+                s.rows_rejected,
+                s.bytes_received,
+                s.changes_coalesced,
+            ]) {
+                *slot += v;
+            }
+            for (table, n) in &c.rows {
+                *rows.entry((c.database.clone(), table.clone())).or_default() += *n as u64;
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "ovsdb_connected",
+            "1 when every client of the database has a session now",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (db, (connected, _)) in &per_db {
+            ConstGauge::new(i64::from(*connected)).encode(m.encode_family(&DbLabels {
+                database: db.clone(),
+            })?)?;
+        }
+        let counters: [(&str, &str); 7] = [
+            (
+                "ovsdb_sessions",
+                "Sessions established (the first and every reconnect)",
+            ),
+            (
+                "ovsdb_resumed_sessions",
+                "Sessions resumed from the last transaction id, without a full download",
+            ),
+            (
+                "ovsdb_full_downloads",
+                "Sessions that downloaded every monitored row",
+            ),
+            (
+                "ovsdb_connection_failures",
+                "Connection attempts that failed and sessions that ended with an error",
+            ),
+            (
+                "ovsdb_rows_rejected",
+                "Rows left out for breaking the schema's bounds (hostile or corrupt server)",
+            ),
+            ("ovsdb_received_bytes", "Bytes received from the server"),
+            (
+                "ovsdb_changes_coalesced",
+                "Row changes merged while the driver lagged (never dropped)",
+            ),
+        ];
+        for (i, (name, help)) in counters.iter().enumerate() {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (db, (_, values)) in &per_db {
+                let labels = DbLabels {
+                    database: db.clone(),
+                };
+                let family = m.encode_family(&labels)?;
+                ConstCounter::new(values[i]).encode(family)?;
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "ovsdb_rows",
+            "Rows held in the replica, per database and table (what the monitor conditions select)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for ((database, table), n) in rows {
+            ConstGauge::new(n as i64)
+                .encode(m.encode_family(&DbTableLabels { database, table })?)?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TriggerLabels {
     trigger: String,
@@ -284,6 +394,7 @@ impl Telemetry {
             "Changes the driver reported (database updates, resyncs)",
             t.driver_changes.clone(),
         );
+        r.register_collector(Box::new(OvsdbCollector));
         r.register(
             "frr_restarts",
             "FRR daemon restarts noticed, each followed by a re-apply of the agent's configuration",

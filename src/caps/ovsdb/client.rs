@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, LazyLock, Mutex, RwLock, RwLockReadGuard, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -225,6 +225,69 @@ struct SharedStats {
     last_error: Mutex<Option<String>>,
 }
 
+/// Every client alive in the process, by database name, for the metrics (read at scrape time:
+/// nothing is recorded on the event path).
+static LIVE_CLIENTS: LazyLock<Mutex<Vec<LiveClient>>> = LazyLock::new(Mutex::default);
+
+/// A client's database name and a handle that does not keep it alive.
+type LiveClient = (String, Weak<Shared>);
+
+/// One live client as the metrics show it.
+#[derive(Debug, Clone)]
+pub struct ClientReport {
+    pub database: String,
+    pub connected: bool,
+    pub stats: ClientStats,
+    /// Rows held per monitored table.
+    pub rows: Vec<(String, usize)>,
+}
+
+/// The clients alive now (the handles dropped since are forgotten).
+pub fn live_clients() -> Vec<ClientReport> {
+    let mut live = lock(&LIVE_CLIENTS);
+    live.retain(|(_, w)| w.strong_count() > 0);
+    live.iter()
+        .filter_map(|(db, w)| {
+            let shared = w.upgrade()?;
+            let rows = shared
+                .replica
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .tables()
+                .map(|t| (t.name().to_owned(), t.len()))
+                .collect();
+            Some(ClientReport {
+                database: db.clone(),
+                connected: shared.connected.load(Ordering::Relaxed),
+                stats: stats_of(&shared),
+                rows,
+            })
+        })
+        .collect()
+}
+
+fn stats_of(shared: &Shared) -> ClientStats {
+    let s = &shared.stats;
+    let events = lock(&shared.events).clone();
+    ClientStats {
+        sessions: s.sessions.load(Ordering::Relaxed),
+        resumed: s.resumed.load(Ordering::Relaxed),
+        full_downloads: s.full_downloads.load(Ordering::Relaxed),
+        failures: s.failures.load(Ordering::Relaxed),
+        servers_skipped: s.servers_skipped.load(Ordering::Relaxed),
+        bytes_received: s.wire.bytes_received.load(Ordering::Relaxed),
+        messages_received: s.wire.messages_received.load(Ordering::Relaxed),
+        monitor_method: *lock(&s.method),
+        current_remote: lock(&s.remote).clone(),
+        last_error: lock(&s.last_error).clone(),
+        rows_rejected: s.rows_rejected.load(Ordering::Relaxed),
+        changes_coalesced: events
+            .as_ref()
+            .map_or(0, |e| e.coalesced.load(Ordering::Relaxed)),
+        events_queued_bytes: events.as_ref().map_or(0, |e| e.queued() as u64),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -306,6 +369,7 @@ impl OvsdbClient {
             .enumerate()
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
+        lock(&LIVE_CLIENTS).push((config.db.clone(), Arc::downgrade(&shared)));
         let (fatal_tx, fatal_rx) = oneshot::channel();
         let events = super::events::EventQueue::new(events_tx, config.max_message_size);
         *lock(&shared.events) = Some(events.budget());
@@ -377,25 +441,7 @@ impl OvsdbClient {
     }
 
     pub fn stats(&self) -> ClientStats {
-        let s = &self.shared.stats;
-        let events = lock(&self.shared.events).clone();
-        ClientStats {
-            sessions: s.sessions.load(Ordering::Relaxed),
-            resumed: s.resumed.load(Ordering::Relaxed),
-            full_downloads: s.full_downloads.load(Ordering::Relaxed),
-            failures: s.failures.load(Ordering::Relaxed),
-            servers_skipped: s.servers_skipped.load(Ordering::Relaxed),
-            bytes_received: s.wire.bytes_received.load(Ordering::Relaxed),
-            messages_received: s.wire.messages_received.load(Ordering::Relaxed),
-            monitor_method: *lock(&s.method),
-            current_remote: lock(&s.remote).clone(),
-            last_error: lock(&s.last_error).clone(),
-            rows_rejected: s.rows_rejected.load(Ordering::Relaxed),
-            changes_coalesced: events
-                .as_ref()
-                .map_or(0, |e| e.coalesced.load(Ordering::Relaxed)),
-            events_queued_bytes: events.as_ref().map_or(0, |e| e.queued() as u64),
-        }
+        stats_of(&self.shared)
     }
 
     /// Runs a transaction. Waits while the client is reconnecting. If the connection drops

@@ -98,8 +98,8 @@ pub mod schema;
 pub mod types;
 
 pub use client::{
-    BatchKind, ChangeBatch, ClientConfig, ClientStats, MonitorSpec, OvsdbClient, ReplicaGuard,
-    TableSpec, condition_eq,
+    BatchKind, ChangeBatch, ClientConfig, ClientReport, ClientStats, MonitorSpec, OvsdbClient,
+    ReplicaGuard, TableSpec, condition_eq, live_clients,
 };
 pub use error::OvsdbError;
 pub use ops::{Clause, Function, MonitorCondition, Mutator, Op, OpResult};
