@@ -37,6 +37,51 @@ pub(crate) mod global {
     /// Flow checks that found the agent's OpenFlow flows drifted (an OVS restart,
     /// `emer-reset`) and repaired them.
     pub(crate) static FLOW_REPAIRS: LazyLock<Counter> = LazyLock::new(Counter::default);
+
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+    /// Tool runs (vtysh, ovs-vsctl, ovs-ofctl, ovs-appctl) by tool and result.
+    pub(crate) static SUBPROCESS_RUNS: LazyLock<Family<super::ToolResultLabels, Counter>> =
+        LazyLock::new(Family::default);
+    /// Their durations, by tool.
+    pub(crate) static SUBPROCESS_SECONDS: LazyLock<Family<super::ToolLabels, Histogram>> =
+        LazyLock::new(|| {
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 2.0, 14)))
+        });
+
+    /// Record one run of `program`: `result` is `ok` (exit 0), `failed` (another exit status)
+    /// or `error` (not started, timed out, output too large).
+    pub(crate) fn subprocess_ran(
+        program: &std::path::Path,
+        result: &str,
+        took: std::time::Duration,
+    ) {
+        let tool = program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        SUBPROCESS_RUNS
+            .get_or_create(&super::ToolResultLabels {
+                tool: tool.clone(),
+                result: result.to_owned(),
+            })
+            .inc();
+        SUBPROCESS_SECONDS
+            .get_or_create(&super::ToolLabels { tool })
+            .observe(took.as_secs_f64());
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ToolLabels {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ToolResultLabels {
+    tool: String,
+    result: String,
 }
 
 /// The OVSDB clients' figures, read from the live clients at scrape time and summed per
@@ -395,6 +440,17 @@ impl Telemetry {
             t.driver_changes.clone(),
         );
         r.register_collector(Box::new(OvsdbCollector));
+        r.register(
+            "subprocess_runs",
+            "Runs of the tools the agent drives (vtysh, ovs-vsctl, ovs-ofctl, ovs-appctl), by \
+             tool and result (ok, failed, error)",
+            global::SUBPROCESS_RUNS.clone(),
+        );
+        r.register(
+            "subprocess_duration_seconds",
+            "How long each tool run took, by tool",
+            global::SUBPROCESS_SECONDS.clone(),
+        );
         r.register(
             "frr_restarts",
             "FRR daemon restarts noticed, each followed by a re-apply of the agent's configuration",

@@ -253,6 +253,8 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
         "ovn_bgp_agent_process_resident_memory_bytes ".to_owned(),
         "ovn_bgp_agent_objects_changed_total{class=\"addresses\",op=\"added\"}".to_owned(),
         "ovn_bgp_agent_ovsdb_connected{database=\"OVN_Northbound\"} 1".to_owned(),
+        "ovn_bgp_agent_subprocess_runs_total{tool=\"vtysh\",result=\"ok\"} ".to_owned(),
+        "ovn_bgp_agent_subprocess_duration_seconds_count{tool=\"ovs-ofctl\"} ".to_owned(),
         "ovn_bgp_agent_ovsdb_connected{database=\"Open_vSwitch\"} 1".to_owned(),
         "ovn_bgp_agent_ovsdb_sessions_total{database=\"OVN_Northbound\"} ".to_owned(),
         "ovn_bgp_agent_ovsdb_rows{database=\"OVN_Northbound\",table=\"Logical_Switch_Port\"} "

@@ -215,6 +215,7 @@ impl Invocation {
     /// Runs to completion or kills the whole process group at the deadline, or as soon as it
     /// prints more than the caps.
     pub async fn run(&self) -> Result<ProcessOutput, RunError> {
+        let started = tokio::time::Instant::now();
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .env_clear()
@@ -230,10 +231,16 @@ impl Invocation {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
-            program: self.program.clone(),
-            source,
-        })?;
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(source) => {
+                crate::telemetry::global::subprocess_ran(&self.program, "error", started.elapsed());
+                return Err(RunError::Spawn {
+                    program: self.program.clone(),
+                    source,
+                });
+            }
+        };
         let pgid = child.id();
         if let (Some(data), Some(mut pipe)) = (self.stdin.clone(), child.stdin.take()) {
             // Written concurrently with reading the output so a large input cannot deadlock
@@ -278,6 +285,12 @@ impl Invocation {
                 timeout: self.timeout,
             }),
         };
+        let outcome = match &result {
+            Ok(out) if out.status.success() => "ok",
+            Ok(_) => "failed",
+            Err(_) => "error",
+        };
+        crate::telemetry::global::subprocess_ran(&self.program, outcome, started.elapsed());
         if result.is_err()
             && let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok())
         {
