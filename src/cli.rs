@@ -259,18 +259,24 @@ fn sources(cli: &Cli) -> ConfigSources {
     }
 }
 
-/// `check-config`: the effective configuration, one `[section] key = value  (source)` line per
-/// option; warnings on stderr; failure on a bad value or a driver/backend this build cannot run.
-fn check_config(cli: &Cli) -> ExitCode {
-    let loaded = match config::load::load(&sources(cli)) {
-        Ok(l) => l,
+/// The configuration, or `None` after printing one `error:` line per bad value.
+fn load_or_report(cli: &Cli) -> Option<config::LoadedConfig> {
+    match config::load::load(&sources(cli)) {
+        Ok(l) => Some(l),
         Err(e) => {
-            // One line per bad value.
             for line in e.to_string().lines() {
                 eprintln!("error: {line}");
             }
-            return ExitCode::FAILURE;
+            None
         }
+    }
+}
+
+/// `check-config`: the effective configuration, one `[section] key = value  (source)` line per
+/// option; warnings on stderr; failure on a bad value or a driver/backend this build cannot run.
+fn check_config(cli: &Cli) -> ExitCode {
+    let Some(loaded) = load_or_report(cli) else {
+        return ExitCode::FAILURE;
     };
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
@@ -288,14 +294,8 @@ fn check_config(cli: &Cli) -> ExitCode {
 
 /// `doctor`: one line per check, with the fix; non-zero exit when one fails.
 fn doctor(cli: &Cli) -> ExitCode {
-    let loaded = match config::load::load(&sources(cli)) {
-        Ok(l) => l,
-        Err(e) => {
-            for line in e.to_string().lines() {
-                eprintln!("error: {line}");
-            }
-            return ExitCode::FAILURE;
-        }
+    let Some(loaded) = load_or_report(cli) else {
+        return ExitCode::FAILURE;
     };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -296,10 +296,7 @@ async fn status_json(telemetry: &Telemetry) -> Value {
     let mut by_kind: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
     for (scope, sc) in &s.exposures.scopes {
         for ip in sc.ips.values() {
-            let kind = serde_json::to_value(ip.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
+            let kind = crate::telemetry::kind_name(ip.kind);
             by_kind.entry(kind).or_default().push(json!({
                 "scope": scope.to_string(),
                 "ip": ip.ip,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpStream, UnixStream};
 
+use crate::caps::ovsdb::Remote;
 use crate::config::AgentConfig;
 use crate::ovn::identity::IdentityWatch;
 
@@ -61,16 +62,19 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 async fn reachable(remotes: &str) -> Result<String, String> {
     let mut errors = Vec::new();
     for remote in remotes.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+        let parsed = match Remote::parse(remote) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
         let attempt = async {
-            if let Some(path) = remote.strip_prefix("unix:") {
-                UnixStream::connect(path).await.map(drop)
-            } else if let Some(addr) = remote
-                .strip_prefix("tcp:")
-                .or_else(|| remote.strip_prefix("ssl:"))
-            {
-                TcpStream::connect(addr).await.map(drop)
-            } else {
-                Err(std::io::Error::other("not unix:, tcp: or ssl:"))
+            match &parsed {
+                Remote::Unix(path) => UnixStream::connect(path).await.map(drop),
+                Remote::Tcp { host, port } | Remote::Ssl { host, port } => {
+                    TcpStream::connect((host.as_str(), *port)).await.map(drop)
+                }
             }
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {

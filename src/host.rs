@@ -90,7 +90,8 @@ pub struct Agent {
     driver: Box<dyn Driver>,
     backend: Box<dyn ExposureBackend>,
     policy: PolicyContext,
-    last_skipped: Vec<SkippedRow>,
+    /// Shared with the telemetry's snapshot, not copied.
+    last_skipped: Arc<Vec<SkippedRow>>,
     last_desired: Option<Arc<DesiredSystem>>,
     stats: LoopStats,
     telemetry: Arc<Telemetry>,
@@ -149,7 +150,7 @@ impl Agent {
             driver,
             backend,
             policy,
-            last_skipped: Vec::new(),
+            last_skipped: Arc::default(),
             last_desired: None,
             stats: LoopStats::default(),
             telemetry,
@@ -235,7 +236,7 @@ impl Agent {
     }
 
     /// Log a skipped row or exposure once when it appears, not at every reconcile.
-    fn report_skipped(&mut self, skipped: Vec<SkippedRow>) {
+    fn report_skipped(&mut self, skipped: Arc<Vec<SkippedRow>>) {
         for s in skipped.iter().filter(|s| !self.last_skipped.contains(s)) {
             warn!(table = %s.table, row = %s.row, "row skipped: {}", s.reason);
         }
@@ -304,6 +305,7 @@ impl Agent {
         })?;
         let mut skipped = std::mem::take(&mut exposures.skipped);
         skipped.extend(rendered.skipped);
+        let skipped = Arc::new(skipped);
         self.report_skipped(skipped.clone());
         self.telemetry
             .exposures_computed(Arc::new(exposures), skipped)
@@ -414,9 +416,9 @@ impl Agent {
             "starting"
         );
         let ctx = self.ctx.clone();
-        // Up before the databases sync, so probes see "live, not ready" during a long start.
+        // Up before the databases sync, so probes see "live, not ready" during a long start
+        // (waiting for a database is not a hang: the loop is busy only from its first reconcile).
         self.spawn_interfaces().await;
-        self.telemetry.wake();
         tokio::select! {
             r = self.driver.start(&ctx) => r.map_err(|e| self.driver_err(e))?,
             _ = &mut shutdown => return Ok(self.stats),
@@ -425,6 +427,7 @@ impl Agent {
             r = self.backend.start(&ctx) => r.map_err(|e| self.backend_err(e))?,
             _ = &mut shutdown => return Ok(self.stats),
         }
+        self.telemetry.wake();
         tokio::select! {
             _ = async {
                 self.refresh_protected().await;

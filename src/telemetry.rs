@@ -344,7 +344,8 @@ fn family(ip: &std::net::IpAddr) -> &'static str {
     if ip.is_ipv4() { "ipv4" } else { "ipv6" }
 }
 
-fn kind_name(kind: ExposureKind) -> String {
+/// The kind's name as it appears in snapshots (`provider_port`, `floating_ip`, ...).
+pub(crate) fn kind_name(kind: ExposureKind) -> String {
     serde_json::to_value(kind)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -527,28 +528,40 @@ impl Telemetry {
     }
 
     /// Record the exposures the driver and policy stage produced, and what was refused.
-    pub async fn exposures_computed(&self, exposures: Arc<ExposureSet>, skipped: Vec<SkippedRow>) {
-        let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+    pub async fn exposures_computed(
+        &self,
+        exposures: Arc<ExposureSet>,
+        skipped: Arc<Vec<SkippedRow>>,
+    ) {
+        // Counted by kind first: the names are looked up once per kind, not once per address.
+        let mut ips: BTreeMap<(ExposureKind, &'static str), i64> = BTreeMap::new();
+        let mut others: BTreeMap<(&'static str, &'static str), i64> = BTreeMap::new();
         for scope in exposures.scopes.values() {
             for ip in scope.ips.values() {
-                *counts
-                    .entry((kind_name(ip.kind), family(&ip.ip)))
-                    .or_default() += 1;
+                *ips.entry((ip.kind, family(&ip.ip))).or_default() += 1;
             }
             for r in scope.routes.values() {
-                *counts
-                    .entry(("route".to_owned(), family(&r.prefix.addr())))
+                *others
+                    .entry(("route", family(&r.prefix.addr())))
                     .or_default() += 1;
             }
             for s in &scope.subnets {
-                *counts
-                    .entry(("subnet".to_owned(), family(&s.router_ip.addr())))
+                *others
+                    .entry(("subnet", family(&s.router_ip.addr())))
                     .or_default() += 1;
             }
         }
-        // Kinds that went to zero stay in the family at 0, not at their last value.
+        // Kinds that went to zero leave the family rather than keep their last value.
         self.exposed.clear();
-        for ((kind, fam), n) in counts {
+        let named = ips
+            .iter()
+            .map(|((kind, fam), n)| (kind_name(*kind), *fam, *n))
+            .chain(
+                others
+                    .iter()
+                    .map(|((kind, fam), n)| ((*kind).to_owned(), *fam, *n)),
+            );
+        for (kind, fam, n) in named {
             self.exposed
                 .get_or_create(&ExposedLabels {
                     kind,
@@ -557,23 +570,25 @@ impl Telemetry {
                 .set(n);
         }
         self.skipped.set(skipped.len() as i64);
-        let totals = exposures.scopes.values().fold([0u64; 3], |[i, r, s], sc| {
-            [
-                i + sc.ips.len() as u64,
-                r + sc.routes.len() as u64,
-                s + sc.subnets.len() as u64,
-            ]
-        });
-        for (slot, n) in self
-            .counts
-            .iter()
-            .zip(totals.into_iter().chain([skipped.len() as u64]))
-        {
+        let sum_of = |kind: &str| -> u64 {
+            others
+                .iter()
+                .filter(|((k, _), _)| *k == kind)
+                .map(|(_, n)| *n as u64)
+                .sum()
+        };
+        let totals = [
+            ips.values().map(|n| *n as u64).sum(),
+            sum_of("route"),
+            sum_of("subnet"),
+            skipped.len() as u64,
+        ];
+        for (slot, n) in self.counts.iter().zip(totals) {
             slot.store(n, Ordering::Relaxed);
         }
         let mut s = self.snapshot.write().await;
         s.exposures = exposures;
-        s.skipped = Arc::new(skipped);
+        s.skipped = skipped;
     }
 
     /// Record the end of a reconcile.
@@ -792,7 +807,7 @@ mod tests {
             ExposureKind::FloatingIp,
             "fip1",
         ));
-        t.exposures_computed(Arc::new(set), Vec::new()).await;
+        t.exposures_computed(Arc::new(set), Arc::default()).await;
         let mut report = ChangeReport::default();
         report.count_added("addresses", 2);
         report.error("routes", "add route 192.0.2.10/32", "EEXIST");

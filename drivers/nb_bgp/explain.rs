@@ -216,16 +216,9 @@ pub(crate) fn explain(
              ports bound to this host ({host}: requested-chassis or neutron:host_id), live \
              migrations in flight, and the routers whose gateway is hosted here (system-id {}); \
              a port bound elsewhere or behind a gateway hosted elsewhere is not exposed here",
-            describe(q.ip, &q.text),
+            crate::control::describe(&q.text),
             local.system_id
         ));
     }
     out
-}
-
-fn describe(ip: Option<IpAddr>, text: &str) -> String {
-    match ip {
-        Some(ip) => format!("address {ip}"),
-        None => format!("{text:?}"),
-    }
 }
