@@ -17,7 +17,7 @@ use std::str::FromStr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::caps::frr::values::{Asn, RouteDistinguisher, RouteTarget, Vni};
+use crate::caps::frr::values::{Asn, Redistribute, RouteDistinguisher, RouteTarget, Vni};
 use crate::types::{InterfaceName, MacAddr};
 
 /// The EVPN settings networking-bgpvpn puts on a provider network (`Logical_Switch.external_ids`
@@ -200,6 +200,86 @@ pub struct EvpnParams {
     pub import_targets: Vec<RouteTarget>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub export_targets: Vec<RouteTarget>,
+    /// Route sources the VRF's BGP instance redistributes: `connected` for the SB EVPN driver
+    /// (its tenant addresses on `lo-<vni>`), `connected` and `kernel` for the NB `vrf` method
+    /// (its exposures are routes in the VNI table).
+    #[serde(default = "connected_only")]
+    pub redistribute: BTreeSet<Redistribute>,
+    /// How the VRF reaches OVS: the devices that connect it to the provider bridges. An IP,
+    /// subnet or route of the scope is realised through the attachment of its provider network.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub attachments: BTreeSet<EvpnAttachment>,
+}
+
+fn connected_only() -> BTreeSet<Redistribute> {
+    BTreeSet::from([Redistribute::Connected])
+}
+
+impl EvpnParams {
+    /// Parameters with no explicit RD or route targets, `redistribute connected` and no
+    /// attachment yet.
+    pub fn new(vni: Vni, bgp_as: Asn) -> Self {
+        Self {
+            vni,
+            bgp_as,
+            rd: None,
+            import_targets: Vec::new(),
+            export_targets: Vec::new(),
+            redistribute: connected_only(),
+            attachments: BTreeSet::new(),
+        }
+    }
+}
+
+/// How an EVPN VRF is connected to an OVS provider bridge. The two drivers that use EVPN wire it
+/// differently, and upstream's device names differ with them (§1.3, §2 `vrf`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvpnAttachment {
+    /// SB `ovn_evpn_driver`, one per VNI: the veth pair `veth-vrf-<vni>`↔`veth-ovs-<vni>` on a
+    /// flat network, or the OVS internal port `vlan-<vni>` (tagged) on a VLAN network; tenant
+    /// addresses on the dummy `lo-<vni>`; unreachable defaults in the VNI table; router
+    /// subnets redirected into the VRF by cookie-998 flows.
+    RouterGateway { provider: ProviderNetwork },
+    /// NB `vrf` method, one per localnet port of an EVPN provider network.
+    Localnet(LocalnetAttachment),
+}
+
+impl EvpnAttachment {
+    pub fn provider(&self) -> &ProviderNetwork {
+        match self {
+            Self::RouterGateway { provider } => provider,
+            Self::Localnet(l) => &l.provider,
+        }
+    }
+}
+
+/// The NB `vrf` method's connection of one localnet port: the veth pair `vrf<id>`↔`ovs<id>`
+/// (`<id>`: the first 11 characters of the localnet port's uuid) with the VRF end holding the
+/// network's gateway addresses under an anycast MAC derived from the VNI and VLAN.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LocalnetAttachment {
+    pub provider: ProviderNetwork,
+    /// The localnet `Logical_Switch_Port`'s uuid.
+    pub port_uuid: String,
+    /// The router addresses of the network's subnets (`DHCP_Options.options:router`) with the
+    /// subnet's prefix length: the VRF side answers for them.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub gateway_addresses: BTreeSet<IpNet>,
+    /// IPv6 subnets announced by router advertisements from the VRF side (FRR
+    /// `CONFIGURE_ND_TEMPLATE`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub nd_prefixes: BTreeSet<NdPrefix>,
+}
+
+/// Router advertisements for one IPv6 subnet (from its `DHCP_Options`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NdPrefix {
+    pub prefix: ipnet::Ipv6Net,
+    /// `dhcpv6_stateless = true`: hosts may autoconfigure (no `no-autoconfig`).
+    pub stateless: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_servers: Vec<IpAddr>,
 }
 
 /// Everything exposed in one routing domain.
