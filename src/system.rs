@@ -29,10 +29,15 @@ pub enum LinkKind {
         parent: InterfaceName,
         id: u16,
     },
+    /// Created without address learning (`nolearning`: EVPN distributes the MACs).
     Vxlan {
         vni: u32,
         local: Option<IpAddr>,
         dstport: u16,
+        /// As a port of its master bridge: `neigh_suppress on learning off` (the NB `vrf`
+        /// method's `bridge link set dev vxlan-<vni> neigh_suppress on learning off`).
+        #[serde(default)]
+        neigh_suppress: bool,
     },
     Veth {
         peer: InterfaceName,

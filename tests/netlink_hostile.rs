@@ -130,6 +130,7 @@ async fn an_invalid_object_is_left_out_and_reported_the_rest_applied() {
                         vni: 0,
                         local: None,
                         dstport: 4789,
+                        neigh_suppress: false,
                     },
                     master: None,
                     mac: None,

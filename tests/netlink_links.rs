@@ -24,6 +24,7 @@ fn vxlan(vni: u32) -> LinkKind {
         vni,
         local: Some("10.0.0.1".parse().unwrap()),
         dstport: 4789,
+        neigh_suppress: true,
     }
 }
 
@@ -90,11 +91,64 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
         "{vx}"
     );
     assert!(vx.contains("master tst-br"), "{vx}");
+    assert!(
+        vx.contains(" nolearning "),
+        "the vxlan device never learns: {vx}"
+    );
+    assert!(
+        vx.contains("neigh_suppress on") && vx.contains(" learning off"),
+        "bridge port flags of the NB vrf method: {vx}"
+    );
 
     assert!(
         r.reconcile(&d).await.unwrap().is_noop(),
         "second reconcile is a no-op"
     );
+
+    // Port flags changed by hand are put back.
+    ns.ip(&[
+        "link",
+        "set",
+        "tst-vx",
+        "type",
+        "bridge_slave",
+        "neigh_suppress",
+        "off",
+        "learning",
+        "on",
+    ]);
+    let flags = r.reconcile(&d).await.unwrap();
+    assert_eq!(flags.changed.get("links"), Some(&1), "{flags:?}");
+    let vx = show("tst-vx");
+    assert!(
+        vx.contains("neigh_suppress on") && vx.contains(" learning off"),
+        "{vx}"
+    );
+
+    // A VTEP address change recreates the owned vxlan device with the new local address.
+    let mut moved = d.clone();
+    moved.links.retain(|l| l.name.as_str() != "tst-vx");
+    moved.links.insert(LinkSpec {
+        master: Some(ifname("tst-br")),
+        ..link(
+            "tst-vx",
+            LinkKind::Vxlan {
+                vni: 100,
+                local: Some("10.0.0.2".parse().unwrap()),
+                dstport: 4789,
+                neigh_suppress: true,
+            },
+        )
+    });
+    let recreated = r.reconcile(&moved).await.unwrap();
+    assert!(recreated.errors.is_empty(), "{:#?}", recreated.errors);
+    assert_eq!(recreated.removed.get("links"), Some(&1), "{recreated:?}");
+    assert!(
+        show("tst-vx").contains("local 10.0.0.2"),
+        "{}",
+        show("tst-vx")
+    );
+    assert!(r.reconcile(&d).await.unwrap().errors.is_empty());
 
     // State drift: a link set down, a master removed: put back, counted as changes.
     ns.ip(&["link", "set", "tst-ifb", "down"]);

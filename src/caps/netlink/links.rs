@@ -3,8 +3,8 @@
 use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{
-    InfoData, InfoKind, InfoVeth, InfoVlan, InfoVrf, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
-    LinkMessage,
+    InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoPortKind, InfoVeth, InfoVlan, InfoVrf,
+    InfoVxlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
 };
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -27,6 +27,11 @@ pub(crate) struct ObservedLink {
     pub vlan_id: Option<u16>,
     pub parent: Option<u32>,
     pub vxlan_vni: Option<u32>,
+    pub vxlan_local: Option<IpAddr>,
+    pub vxlan_port: Option<u16>,
+    pub vxlan_learning: Option<bool>,
+    /// As a bridge port: `(neigh_suppress, learning)`, when the kernel reported them.
+    pub bridge_port_flags: Option<(bool, bool)>,
     /// `IFLA_IFALIAS` ([`AGENT_LINK_ALIAS`] on the links the agent created).
     pub alias: Option<String>,
 }
@@ -101,6 +106,10 @@ pub(crate) fn parse(message: &RouteNetlinkMessage) -> Option<ObservedLink> {
         vlan_id: None,
         parent: None,
         vxlan_vni: None,
+        vxlan_local: None,
+        vxlan_port: None,
+        vxlan_learning: None,
+        bridge_port_flags: None,
         alias: None,
     };
     for attr in &m.attributes {
@@ -134,10 +143,26 @@ pub(crate) fn parse(message: &RouteNetlinkMessage) -> Option<ObservedLink> {
                         }
                         LinkInfo::Data(InfoData::Vxlan(v)) => {
                             for i in v {
-                                if let InfoVxlan::Id(id) = i {
-                                    link.vxlan_vni = Some(*id);
+                                match i {
+                                    InfoVxlan::Id(id) => link.vxlan_vni = Some(*id),
+                                    InfoVxlan::Local(a) => link.vxlan_local = Some((*a).into()),
+                                    InfoVxlan::Local6(a) => link.vxlan_local = Some((*a).into()),
+                                    InfoVxlan::Port(p) => link.vxlan_port = Some(*p),
+                                    InfoVxlan::Learning(l) => link.vxlan_learning = Some(*l),
+                                    _ => {}
                                 }
                             }
+                        }
+                        LinkInfo::PortData(InfoPortData::BridgePort(flags)) => {
+                            let (mut suppress, mut learning) = (false, true);
+                            for f in flags {
+                                match f {
+                                    InfoBridgePort::NeighSupress(on) => suppress = *on,
+                                    InfoBridgePort::Learning(on) => learning = *on,
+                                    _ => {}
+                                }
+                            }
+                            link.bridge_port_flags = Some((suppress, learning));
                         }
                         _ => {}
                     }
@@ -218,6 +243,19 @@ pub(crate) fn matches(
             "its vni is {:?}, desired {vni}",
             observed.vxlan_vni
         )),
+        LinkKind::Vxlan { local, .. } if observed.vxlan_local != *local => Err(format!(
+            "its local address is {:?}, desired {local:?}",
+            observed.vxlan_local
+        )),
+        LinkKind::Vxlan { dstport, .. } if observed.vxlan_port.is_some_and(|p| p != *dstport) => {
+            Err(format!(
+                "its destination port is {:?}, desired {dstport}",
+                observed.vxlan_port
+            ))
+        }
+        LinkKind::Vxlan { .. } if observed.vxlan_learning == Some(true) => {
+            Err("it learns addresses, desired nolearning".to_owned())
+        }
         _ => Ok(()),
     }
 }
@@ -247,8 +285,13 @@ fn info_for(kind: &LinkKind) -> Vec<LinkInfo> {
             vni,
             local,
             dstport,
+            ..
         } => {
-            let mut v = vec![InfoVxlan::Id(*vni), InfoVxlan::Port(*dstport)];
+            let mut v = vec![
+                InfoVxlan::Id(*vni),
+                InfoVxlan::Port(*dstport),
+                InfoVxlan::Learning(false),
+            ];
             match local {
                 Some(IpAddr::V4(a)) => v.push(InfoVxlan::Local(*a)),
                 Some(IpAddr::V6(a)) => v.push(InfoVxlan::Local6(*a)),
@@ -358,6 +401,33 @@ pub(crate) fn set_request(
         message: RouteNetlinkMessage::SetLink(m),
         flags: 0,
         what: format!("set link {} {}", observed.name, what.join(" ")),
+    })
+}
+
+/// `bridge link set dev <name> neigh_suppress on learning off`, when the link is a bridge port
+/// whose flags differ (or were not reported yet: right after it was enslaved in this run).
+pub(crate) fn bridge_port_request(observed: &ObservedLink) -> Option<Request> {
+    if observed.bridge_port_flags == Some((true, false)) {
+        return None;
+    }
+    let mut m = LinkMessage::default();
+    m.header.index = observed.index;
+    m.attributes.push(LinkAttribute::LinkInfo(vec![
+        LinkInfo::PortKind(InfoPortKind::Bridge),
+        LinkInfo::PortData(InfoPortData::BridgePort(vec![
+            InfoBridgePort::NeighSupress(true),
+            InfoBridgePort::Learning(false),
+        ])),
+    ]));
+    // RTM_NEWLINK without NLM_F_CREATE, as `ip link set ... type bridge_slave` sends it: the
+    // kernel reads port data (IFLA_INFO_SLAVE_DATA) only there, RTM_SETLINK ignores it.
+    Some(Request {
+        message: RouteNetlinkMessage::NewLink(m),
+        flags: 0,
+        what: format!(
+            "set bridge port {} neigh_suppress on learning off",
+            observed.name
+        ),
     })
 }
 

@@ -734,13 +734,24 @@ async fn set_link_attributes(
         // upstream's): marked, so it stays recognisable after a restart.
         let mark =
             !existed.contains(spec.name.as_str()) || owns_link(&desired.ownership, observed, table);
+        // Setting up a link created in this run is part of its creation, not a change.
+        let op = if existed.contains(spec.name.as_str()) {
+            Op::Change
+        } else {
+            Op::Uncounted
+        };
         if let Some(r) = links::set_request(observed, master, spec.mac, mark, up) {
-            // Setting up a link created in this run is part of its creation, not a change.
-            let op = if existed.contains(spec.name.as_str()) {
-                Op::Change
-            } else {
-                Op::Uncounted
-            };
+            sets.push(class::LINKS, op, r);
+        }
+        // Port flags exist once the link is a bridge port: after the master set above, which
+        // the kernel applies first (the requests are sent in order).
+        if let LinkKind::Vxlan {
+            neigh_suppress: true,
+            ..
+        } = spec.kind
+            && (observed.master.is_some() || master.is_some())
+            && let Some(r) = links::bridge_port_request(observed)
+        {
             sets.push(class::LINKS, op, r);
         }
     }
