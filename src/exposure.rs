@@ -262,6 +262,9 @@ pub struct LocalnetAttachment {
     pub provider: ProviderNetwork,
     /// The localnet `Logical_Switch_Port`'s uuid.
     pub port_uuid: String,
+    /// Its name: ovn-controller patches it into the bridge as `patch-<name>-to-br-int`, the
+    /// `in_port` of the flows that send the network's traffic to the anycast MAC.
+    pub port_name: String,
     /// The router addresses of the network's subnets (`DHCP_Options.options:router`) with the
     /// subnet's prefix length: the VRF side answers for them.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]

@@ -262,6 +262,22 @@ impl RtTables {
         (out, appended)
     }
 
+    /// The tables claimed for EVPN VRFs (`<n> vrf-<n>` lines), by this agent or by an earlier
+    /// one: their routes stay the agent's after the VNI is gone. A missing file claims none.
+    pub fn vrf_claims(&self) -> Result<BTreeSet<u32>, RtTablesError> {
+        let content = match std::fs::read_to_string(&self.path) {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
+            Err(e) => return Err(self.io(e)),
+        };
+        Ok(content
+            .lines()
+            .filter_map(parse_line)
+            .filter(|(n, name)| name.strip_prefix("vrf-") == Some(n.to_string().as_str()))
+            .map(|(n, _)| n)
+            .collect())
+    }
+
     /// The table of one bridge (see [`RtTables::ensure`]).
     pub fn ensure_one(&self, bridge: &InterfaceName) -> Result<u32, RtTablesError> {
         let mut m = self.ensure(std::slice::from_ref(bridge))?;
@@ -324,6 +340,14 @@ mod tests {
         // Claiming again is idempotent.
         let again = rt.claim_vrf_tables(&[(name("vrf-77"), 77)]).unwrap();
         assert!(again[&name("vrf-77")].is_ok());
+        // The claims are listed back (a bridge's line and the refused ones are not claims).
+        assert_eq!(
+            rt.vrf_claims().unwrap(),
+            BTreeSet::from([77, 100_000]),
+            "{text}"
+        );
+        let missing = RtTables::new(dir.path().join("none"), 10);
+        assert!(missing.vrf_claims().unwrap().is_empty());
     }
 
     #[test]

@@ -434,8 +434,7 @@ mod tests {
             vrf_table: None,
             vlan_id: None,
             parent: None,
-            vxlan_vni: None,
-            alias: None,
+            ..Default::default()
         };
         links::set_request(&observed, None, None, false, true).expect("a change")
     }

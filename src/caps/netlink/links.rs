@@ -14,7 +14,7 @@ use crate::system::{AGENT_LINK_ALIAS, LinkKind, LinkSpec, Ownership, vlan_device
 use crate::types::{InterfaceName, MacAddr};
 
 /// A link as the kernel reports it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ObservedLink {
     pub index: u32,
     pub name: String,
@@ -504,8 +504,7 @@ mod tests {
             vrf_table: None,
             vlan_id: None,
             parent: None,
-            vxlan_vni: None,
-            alias: None,
+            ..Default::default()
         }
     }
 
