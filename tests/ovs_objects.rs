@@ -9,11 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use frrovs_support::{OvsNode, unique_tag, wait_for};
-use ovn_bgp_agent::caps::netlink::NetlinkReconciler;
+use ovn_bgp_agent::caps::SystemReconciler;
 use ovn_bgp_agent::caps::ovs::{DriftCheck, OvsFdb, OvsFlows, OvsOptions, OvsPorts};
-use ovn_bgp_agent::caps::reconcile::CompositeReconciler;
-use ovn_bgp_agent::caps::{FdbReconciler, FlowReconciler, OvsPortReconciler, SystemReconciler};
-use ovn_bgp_agent::config::AgentConfig;
 use ovn_bgp_agent::system::{
     AddressSpec, DesiredSystem, FdbEntrySpec, FlowAction, LinkKind, LinkSpec, OvsPortSpec,
     PortFlowSpec,
@@ -451,22 +448,7 @@ async fn fdb_entries_are_added_removed_and_restored_after_a_vswitchd_restart() {
 async fn composite_creates_the_port_before_the_flow_that_outputs_to_it() {
     let node = OvsNode::start(&unique_tag());
     node.provider_bridges();
-    let mut config = AgentConfig::default();
-    config.linux.netns = Some(node.netns.name.clone());
-    config.ovs.ovs_rundir = node.rundir().display().to_string();
-    config.ovs.ovs_vsctl_path = frrovs_support::OVS_VSCTL.to_owned();
-    config.ovs.ovs_ofctl_path = frrovs_support::OVS_OFCTL.to_owned();
-    // As `Capabilities::for_agent` wires it, without FRR (not running here).
-    let opts = OvsOptions::from_config(&config.ovs);
-    let reconciler = CompositeReconciler::new(
-        Arc::new(NetlinkReconciler::from_config(&config.linux)),
-        Some(Arc::new(OvsFlows::new(opts.clone())) as Arc<dyn FlowReconciler>),
-        None,
-    )
-    .with_ovs_ports_and_fdb(
-        Some(Arc::new(OvsPorts::new(opts.clone())) as Arc<dyn OvsPortReconciler>),
-        Some(Arc::new(OvsFdb::new(opts)) as Arc<dyn FdbReconciler>),
-    );
+    let reconciler = frrovs_support::composite_without_frr(&node);
 
     let mut desired = DesiredSystem::default();
     desired

@@ -201,9 +201,18 @@ pub fn render(settings: &VrfSettings, facts: &Facts, exposures: &ExposureSet) ->
         );
     }
     let d = &mut out.system;
+    // What stays the agent's after the scope that made it is gone: the VNI tables it claimed
+    // (their unreachable defaults outlive the VRF), its flow cookies and the NDP proxies on the
+    // provider bridges.
     d.ownership
         .tables
         .extend(facts.claimed_tables.iter().copied());
+    d.ownership
+        .flow_cookies
+        .extend([REDIRECT_COOKIE, MAC_TWEAK_COOKIE]);
+    d.ownership
+        .neighbour_devices
+        .extend(exposures.bridges.keys().cloned());
     let mut rendered_vnis = BTreeSet::new();
     for (id, scope) in &exposures.scopes {
         let ScopeId::Evpn(vni) = id else { continue };

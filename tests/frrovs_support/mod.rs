@@ -475,3 +475,28 @@ impl OvsNode {
             .to_owned()
     }
 }
+
+/// The composite reconciler as `Capabilities::for_agent` wires it, without FRR (not running
+/// here): the kernel part in the node's namespace, flows, ports and FDB entries on its OVS.
+pub(crate) fn composite_without_frr(
+    node: &OvsNode,
+) -> ovn_bgp_agent::caps::reconcile::CompositeReconciler {
+    use ovn_bgp_agent::caps::ovs::{OvsFdb, OvsFlows, OvsOptions, OvsPorts};
+    use ovn_bgp_agent::caps::{FdbReconciler, FlowReconciler, OvsPortReconciler};
+    use std::sync::Arc;
+    let mut config = ovn_bgp_agent::config::AgentConfig::default();
+    config.linux.netns = Some(node.netns.name.clone());
+    config.ovs.ovs_rundir = node.rundir().display().to_string();
+    config.ovs.ovs_vsctl_path = OVS_VSCTL.to_owned();
+    config.ovs.ovs_ofctl_path = OVS_OFCTL.to_owned();
+    let opts = OvsOptions::from_config(&config.ovs);
+    ovn_bgp_agent::caps::reconcile::CompositeReconciler::new(
+        Arc::new(ovn_bgp_agent::caps::netlink::NetlinkReconciler::from_config(&config.linux)),
+        Some(Arc::new(OvsFlows::new(opts.clone())) as Arc<dyn FlowReconciler>),
+        None,
+    )
+    .with_ovs_ports_and_fdb(
+        Some(Arc::new(OvsPorts::new(opts.clone())) as Arc<dyn OvsPortReconciler>),
+        Some(Arc::new(OvsFdb::new(opts)) as Arc<dyn FdbReconciler>),
+    )
+}
