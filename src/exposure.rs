@@ -355,11 +355,40 @@ pub enum RealisationNeed {
 
 /// A row the driver could not turn into an exposure, or an exposure the policy stage or the
 /// backend refused; it is logged once and the rest is still exposed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SkippedRow {
     pub table: String,
     pub row: String,
     pub reason: String,
+}
+
+/// An index of the rows in a skip list, so that recording each skipped row once costs linear
+/// time, not quadratic: a flood of hostile rows (10k bad rows are 10k skips) must not cost a
+/// second per reconcile. It holds hashes only; a hash seen before is confirmed against the list
+/// (duplicates and collisions are rare). Derived data: not serialized, ignored by equality,
+/// rebuilt when the list was changed without it (deserialized, or pushed to directly).
+#[derive(Debug, Clone, Default)]
+pub struct SkipIndex(std::collections::HashSet<u64>);
+
+impl PartialEq for SkipIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for SkipIndex {}
+
+impl SkipIndex {
+    /// Push `row` onto `list` unless it is there already.
+    pub fn record(&mut self, list: &mut Vec<SkippedRow>, row: SkippedRow) {
+        use std::hash::BuildHasher;
+        let hash = |r: &SkippedRow| foldhash::fast::FixedState::with_seed(0).hash_one(r);
+        if self.0.len() != list.len() {
+            self.0 = list.iter().map(hash).collect();
+        }
+        if self.0.insert(hash(&row)) || !list.contains(&row) {
+            list.push(row);
+        }
+    }
 }
 
 /// Where a skipped item was refused, for [`SkippedRow::table`] of exposures (not rows).
@@ -374,6 +403,10 @@ pub struct ExposureSet {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub needs: BTreeSet<RealisationNeed>,
     pub skipped: Vec<SkippedRow>,
+    /// Record skipped rows with [`ExposureSet::skip`], which keeps this index.
+    #[serde(skip)]
+    #[doc(hidden)]
+    pub skip_index: SkipIndex,
 }
 
 impl Default for ExposureSet {
@@ -384,6 +417,7 @@ impl Default for ExposureSet {
             bridges: BTreeMap::new(),
             needs: BTreeSet::new(),
             skipped: Vec::new(),
+            skip_index: SkipIndex::default(),
         }
     }
 }
@@ -425,9 +459,7 @@ impl ExposureSet {
             row: row.into(),
             reason: reason.into(),
         };
-        if !self.skipped.contains(&skipped) {
-            self.skipped.push(skipped);
-        }
+        self.skip_index.record(&mut self.skipped, skipped);
     }
 }
 
@@ -474,6 +506,33 @@ mod tests {
         assert!("evpn:0".parse::<ScopeId>().is_err());
         assert!("evpn:x".parse::<ScopeId>().is_err());
         assert!("vrf".parse::<ScopeId>().is_err());
+    }
+
+    #[test]
+    fn skipped_rows_are_recorded_once_in_order_also_after_a_round_trip() {
+        let mut set = ExposureSet::default();
+        for i in 0..20_000 {
+            set.skip("Logical_Switch_Port", format!("lsp-{i}"), "bad CIDR");
+        }
+        set.skip("Logical_Switch_Port", "lsp-7", "bad CIDR");
+        set.skip("Logical_Switch_Port", "lsp-7", "other reason");
+        assert_eq!(set.skipped.len(), 20_001);
+        assert_eq!(set.skipped[0].row, "lsp-0");
+        assert_eq!(set.skipped[20_000].reason, "other reason");
+        // Deserialized without its index: still recorded once.
+        let mut back: ExposureSet =
+            serde_json::from_value(serde_json::to_value(&set).unwrap()).unwrap();
+        assert_eq!(back, set);
+        back.skip("Logical_Switch_Port", "lsp-9", "bad CIDR");
+        assert_eq!(back.skipped.len(), 20_001);
+        // Pushed to directly: the index is rebuilt.
+        back.skipped.push(SkippedRow {
+            table: "NAT".into(),
+            row: "n1".into(),
+            reason: "r".into(),
+        });
+        back.skip("NAT", "n1", "r");
+        assert_eq!(back.skipped.len(), 20_002);
     }
 
     #[test]

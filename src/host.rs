@@ -237,7 +237,9 @@ impl Agent {
 
     /// Log a skipped row or exposure once when it appears, not at every reconcile.
     fn report_skipped(&mut self, skipped: Arc<Vec<SkippedRow>>) {
-        for s in skipped.iter().filter(|s| !self.last_skipped.contains(s)) {
+        // Hashed, not scanned: thousands of skipped rows are compared every reconcile.
+        let before: std::collections::HashSet<&SkippedRow> = self.last_skipped.iter().collect();
+        for s in skipped.iter().filter(|s| !before.contains(s)) {
             warn!(table = %s.table, row = %s.row, "row skipped: {}", s.reason);
         }
         self.last_skipped = skipped;

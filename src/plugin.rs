@@ -120,6 +120,9 @@ pub struct Rendered {
     /// underlay backend, a bridge without a routing table, ...): reported, never dropped
     /// silently. [`SkippedRow::table`] is [`crate::exposure::BACKEND`] for these.
     pub skipped: Vec<SkippedRow>,
+    /// Record skipped items with [`Rendered::skip`], which keeps this index.
+    #[doc(hidden)]
+    pub skip_index: crate::exposure::SkipIndex,
 }
 
 impl Rendered {
@@ -129,9 +132,7 @@ impl Rendered {
             row: row.into(),
             reason: reason.into(),
         };
-        if !self.skipped.contains(&skipped) {
-            self.skipped.push(skipped);
-        }
+        self.skip_index.record(&mut self.skipped, skipped);
     }
 }
 
