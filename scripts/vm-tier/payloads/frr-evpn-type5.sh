@@ -106,13 +106,19 @@ eventually() {
     done
 }
 # The ToR's EVPN type-5 routes, one line each: RD PREFIX NEXTHOP EXTCOMMUNITIES (from the text of
-# `show bgp l2vpn evpn route type prefix`: an "Route Distinguisher:" line, then per path a line
-# with the prefix (status codes first), the nexthop line, the extended-community line).
+# `show bgp l2vpn evpn route type prefix`: a "Route Distinguisher:" line, then per path a line
+# with the prefix (status codes first; the nexthop follows on it when the prefix is short, else on
+# the next line), then the extended-community line). Text, not JSON: no jq needed.
 tor_type5() {
     vtysh_t -c "show bgp l2vpn evpn route type prefix" | awk '
         /^EVPN type/ { next }
         /^Route Distinguisher: / { rd = $3; next }
-        /\[5\]:/ { for (i = 1; i <= NF; i++) if ($i ~ /^\[5\]:/) prefix = $i; nh = ""; next }
+        /\[5\]:/ {
+            # A short prefix has its nexthop on the same line ("*> [5]:[0]:[0]:[::] 100.65.0.1 ...").
+            nh = ""
+            for (i = 1; i <= NF; i++) if ($i ~ /^\[5\]:/) { prefix = $i; if (i < NF) nh = $(i + 1) }
+            next
+        }
         prefix != "" && nh == "" && $1 ~ /^[0-9a-f.:]+$/ { nh = $1; next }
         prefix != "" && nh != "" && /RT:/ { sub(/^ +/, ""); print rd, prefix, nh, $0; prefix = "" }'
 }
@@ -352,11 +358,15 @@ eventually "the ToR learns $GW_IP/32 (the gateway's scope link route)" 10 tor_ha
 tor_type5 > "$work/type5"
 echo "frr-evpn-type5: the ToR's type-5 routes (RD, prefix, nexthop, extended communities):"
 sed 's/^/    /' "$work/type5"
-if grep -q "\\[0\\]:\\[0.0.0.0\\]" "$work/type5"; then
-    echo "frr-evpn-type5: note: redistribute kernel advertises table $VNI's unreachable default (0.0.0.0/0) as type 5"
-else
-    echo "frr-evpn-type5: note: table $VNI's unreachable default is not advertised"
-fi
+# Worth knowing for the agent: with `redistribute kernel` (the NB flavour) the unreachable defaults
+# of table 1001 (the SB flavour) are kernel routes too, and FRR advertises them.
+for default in 0.0.0.0 ::; do
+    if grep -qF "[0]:[$default]" "$work/type5"; then
+        echo "frr-evpn-type5: note: redistribute kernel advertises table $VNI's unreachable default ($default/0) as type 5"
+    else
+        echo "frr-evpn-type5: note: table $VNI's unreachable default ($default/0) is not advertised"
+    fi
+done
 expect "the ToR installs $TENANT in its vrf-$VNI via $CHASSIS_VTEP on br-$VNI" \
     "^$TENANT .*via $CHASSIS_VTEP dev br-$VNI proto bgp .*onlink" \
     ip -n $T route show vrf vrf-$VNI
@@ -378,6 +388,12 @@ check "delete $SUBNET from table $VNI" ipc route del $SUBNET table $VNI
 eventually "the ToR loses $SUBNET" 10 tor_lacks "\\[24\\]:\\[${SUBNET%/*}\\]"
 check "delete $TENANT/32 from lo-$VNI" ipc addr del $TENANT/32 dev lo-$VNI
 eventually "the ToR loses $TENANT/32" 10 tor_lacks "\\[32\\]:\\[$TENANT\\]"
+# Worth knowing for the agent: may the BGP VRF instance go while its VRF is still an active L3VNI?
+if vtysh_c -c "configure terminal" -c "no router bgp 64999 vrf vrf-$VNI" > "$work/no-router" 2>&1; then
+    echo "frr-evpn-type5: note: 'no router bgp 64999 vrf vrf-$VNI' accepted while vrf-$VNI is an active L3VNI"
+else
+    echo "frr-evpn-type5: note: 'no router bgp 64999 vrf vrf-$VNI' refused while vrf-$VNI is an active L3VNI: $(tr '\n' ' ' < "$work/no-router")"
+fi
 # The agent's teardown (F3): devices first, then DEL_VRF_TEMPLATE.
 for dev in lo-$VNI vxlan-$VNI br-$VNI veth-vrf-$VNI vrf-$VNI; do
     ipc link del $dev 2> "$errors" || fail "delete $dev"
