@@ -23,6 +23,10 @@
 #   LAB_CHASSIS2      0 (default); 1: a second chassis (its own OVS and ovn-controller, system-id
 #                     lab-chassis-2) in netns ${LAB_NS_PREFIX}chassis2, registered in SB, hosting
 #                     nothing yet, with a geneve tunnel to chassis 1 (for gateway failover tests)
+#   LAB_EVPN          0 (default); 1: the ToR speaks l2vpn evpn to the chassis (both FRRs activate
+#                     the AF for the peer, advertise-all-vni), each side has a VXLAN tunnel endpoint
+#                     (a /32 on lo routed over the ToR link), and tor-evpn.sh gives the ToR a VRF per
+#                     VNI (real VRFs: LAB_KERNEL=full, the VM tier)
 #   LAB_OVN           system (default): the host's OVN/OVS packages (Debian 12: OVN 23.03, OVS 3.1);
 #                     25.03: OVN central, northd, ovn-controller and its OVS from Debian 13's
 #                     packages (OVN 25.03, OVS 3.5) in a cached chroot (see ovn-chroot.sh); FRR,
@@ -42,6 +46,7 @@ LAB_KERNEL=${LAB_KERNEL:-stand-in}
 LAB_PROVIDER_VLAN=${LAB_PROVIDER_VLAN:-}
 LAB_OVN=${LAB_OVN:-system}
 LAB_CHASSIS2=${LAB_CHASSIS2:-0}
+LAB_EVPN=${LAB_EVPN:-0}
 # The chroot the OVN/OVS daemons run in (LAB_OVN=25.03), empty for the host's packages.
 OVN_ROOT=""
 
@@ -112,6 +117,14 @@ LINK_PLEN6=126
 CHASSIS_AS=64999
 TOR_AS=65000
 BGP_VRF_TABLE_ID=10   # the agent's bgp_vrf_table_id
+# EVPN (LAB_EVPN=1): the VXLAN tunnel endpoints, a /32 on lo of each side with a static route to
+# the other's over the ToR link (the SB EVPN driver takes the first /32 of lo when evpn_local_ip is
+# unset). 100.64.1.0/24 is the geneve network of LAB_CHASSIS2.
+CHASSIS_VTEP_IP4=100.65.0.1
+TOR_VTEP_IP4=100.65.0.2
+EVPN_UDP_PORT=4789    # the agent's default evpn_udp_dstport
+# One vtysh file per VRF tor-evpn.sh gave the ToR; restart.sh frr-tor applies them again.
+TOR_EVPN_DIR=$FRR_TOR_DIR/evpn
 
 # Neutron-shaped topology: fixed ids so tests and demos can name the rows.
 NET_PUBLIC_ID=5f0e3c5a-8d1b-4a55-9c1e-5b0a0c0a0001
@@ -282,9 +295,9 @@ load_lab_settings() {
             [[ $value =~ ^[0-9]+$ ]] || die "bad $key=$value in $LAB_ENV"
             printf -v "$key" '%s' "$value"
             ;;
-        LAB_CHASSIS2)
+        LAB_CHASSIS2 | LAB_EVPN)
             [[ $value =~ ^[01]$ ]] || die "bad $key=$value in $LAB_ENV"
-            LAB_CHASSIS2=$value
+            printf -v "$key" '%s' "$value"
             ;;
         NS_CHASSIS | NS_TOR | NS_CHASSIS2)
             [[ $value =~ ^[a-zA-Z0-9_.-]+$ ]] || die "bad $key=$value in $LAB_ENV"
@@ -483,6 +496,16 @@ frr_start() {
             -f "$dir/$daemon.conf" --log "file:$dir/$daemon.log"
         wait_until "$name $daemon vty" "$dir/$daemon.log" \
             "$VTYSH" --vty_socket "$run" --config_dir "$dir" -d "$daemon" -c "show version"
+    done
+}
+
+# tor_apply_evpn_vrfs: applies every VRF stanza tor-evpn.sh wrote for the ToR (after the ToR's
+# FRR started: its zebra.conf/bgpd.conf hold only the lab's base configuration).
+tor_apply_evpn_vrfs() {
+    local file
+    for file in "$TOR_EVPN_DIR"/vrf-*.conf; do
+        [[ -e $file ]] || continue
+        vtysh_tor -f "$file" >/dev/null || die "the ToR's FRR rejected $file"
     done
 }
 

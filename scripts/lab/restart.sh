@@ -14,7 +14,7 @@
 #                 `restart.sh --down sb-leader` followed by `restart.sh --up sb-N` brings it back
 #   frr-chassis   zebra + bgpd of the chassis; they read zebra.conf/bgpd.conf at start, so they
 #                 come back with the operator configuration only (not what the agent added)
-#   frr-tor       the same for the ToR
+#   frr-tor       the same for the ToR, plus the EVPN VRFs tor-evpn.sh gave it (LAB_EVPN=1)
 #   ovs-vswitchd  also brings br-ex (and br-phy, with a second chassis) up again once
 #                 ovs-vswitchd re-created it (see lib.sh)
 #
@@ -105,7 +105,10 @@ start_component() {
         ;;
     ovn-controller-2) start_chassis2_controller ;;
     frr-chassis) frr_start chassis "$NS_CHASSIS" "$FRR_CHASSIS_DIR" ;;
-    frr-tor) frr_start tor "$NS_TOR" "$FRR_TOR_DIR" ;;
+    frr-tor)
+        frr_start tor "$NS_TOR" "$FRR_TOR_DIR"
+        tor_apply_evpn_vrfs
+        ;;
     esac
 }
 

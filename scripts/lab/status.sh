@@ -17,6 +17,11 @@ section "ToR: IPv4 routes learned over BGP"
 vtysh_tor -c "show ip bgp" || true
 section "ToR: IPv6 routes learned over BGP"
 vtysh_tor -c "show bgp ipv6 unicast" || true
+if ((LAB_EVPN)); then
+    section "ToR: l2vpn evpn (type-5 routes, VNIs)"
+    vtysh_tor -c "show bgp l2vpn evpn route type prefix" || true
+    vtysh_tor -c "show evpn vni" || true
+fi
 section "chassis ($NS_CHASSIS): bgp-nic / bgp-vrf"
 ip -n "$NS_CHASSIS" -d addr show dev bgp-nic 2>/dev/null || echo "bgp-nic does not exist (the agent creates it)"
 ip -n "$NS_CHASSIS" -br link show dev bgp-vrf 2>/dev/null || echo "bgp-vrf does not exist (the agent creates it)"

@@ -43,6 +43,7 @@ system | 25.03) ;;
 esac
 
 [[ $LAB_CHASSIS2 =~ ^[01]$ ]] || die "LAB_CHASSIS2 must be 0 or 1 (a second chassis), got '$LAB_CHASSIS2'"
+[[ $LAB_EVPN =~ ^[01]$ ]] || die "LAB_EVPN must be 0 or 1 (an l2vpn evpn ToR), got '$LAB_EVPN'"
 
 if ! [[ $LAB_SB_CLUSTER =~ ^[013]$ ]]; then
     die "LAB_SB_CLUSTER must be 0 (one SB server) or 3 (a 3-member RAFT cluster): $LAB_SB_CLUSTER"
@@ -132,6 +133,7 @@ LAB_PROVIDER_VLAN=$LAB_PROVIDER_VLAN
 LAB_OVN=$LAB_OVN
 OVN_ROOT=$OVN_ROOT
 LAB_CHASSIS2=$LAB_CHASSIS2
+LAB_EVPN=$LAB_EVPN
 EOF
 
 # ---------------------------------------------------------------------------------------------
@@ -157,6 +159,15 @@ ip -n "$NS_TOR" addr add "$TOR_IP4/$LINK_PLEN4" dev "$LINK_TOR_IF"
 ip -n "$NS_TOR" addr add "$TOR_IP6/$LINK_PLEN6" dev "$LINK_TOR_IF" nodad
 ip -n "$NS_CHASSIS" link set "$LINK_CHASSIS_IF" up
 ip -n "$NS_TOR" link set "$LINK_TOR_IF" up
+if ((LAB_EVPN)); then
+    step "EVPN: VTEPs $CHASSIS_VTEP_IP4 (chassis lo) and $TOR_VTEP_IP4 (ToR lo), routed over the link"
+    # Static routes, not BGP: the VXLAN underlay must not depend on the sessions the tests disturb,
+    # and the ToR's IPv4 table (tor_prefixes) keeps only what the agent exposes.
+    ip -n "$NS_CHASSIS" addr add "$CHASSIS_VTEP_IP4/32" dev lo
+    ip -n "$NS_CHASSIS" route add "$TOR_VTEP_IP4/32" via "$TOR_IP4"
+    ip -n "$NS_TOR" addr add "$TOR_VTEP_IP4/32" dev lo
+    ip -n "$NS_TOR" route add "$CHASSIS_VTEP_IP4/32" via "$CHASSIS_IP4"
+fi
 
 ovs_env
 
@@ -311,6 +322,23 @@ ip import-table $BGP_VRF_TABLE_ID route-map lab-table-import
         redistribute6="
   redistribute connected route-map lab-bgp-nic-only"
     fi
+    # LAB_EVPN=1: l2vpn evpn with the peer, and advertise-all-vni so that zebra hands bgpd the
+    # VNIs (the agent's vrf-<vni> stanzas; the ToR's from tor-evpn.sh).
+    local evpn_chassis="" evpn_tor=""
+    if ((LAB_EVPN)); then
+        evpn_chassis="
+ !
+ address-family l2vpn evpn
+  neighbor uplink activate
+  advertise-all-vni
+ exit-address-family"
+        evpn_tor="
+ !
+ address-family l2vpn evpn
+  neighbor chassis activate
+  advertise-all-vni
+ exit-address-family"
+    fi
     cat >"$chassis/zebra.conf" <<EOF
 frr defaults traditional
 hostname ${NS_CHASSIS}
@@ -344,7 +372,7 @@ router bgp ${CHASSIS_AS}
  !
  address-family ipv6 unicast${redistribute6}
   neighbor uplink activate
- exit-address-family
+ exit-address-family${evpn_chassis}
 exit
 EOF
 
@@ -378,7 +406,7 @@ router bgp ${TOR_AS}
  address-family ipv6 unicast
   neighbor chassis activate
   neighbor chassis default-originate
- exit-address-family
+ exit-address-family${evpn_tor}
 exit
 EOF
     local dir
@@ -517,6 +545,14 @@ bgp_established() { vtysh_tor -c "show bgp neighbors $CHASSIS_IP4" | grep -q "BG
 log "waiting for the eBGP session"
 wait_until "eBGP session ToR $TOR_IP4 <-> chassis $CHASSIS_IP4 Established" \
     "$FRR_TOR_DIR/bgpd.log:$FRR_CHASSIS_DIR/bgpd.log" bgp_established
+if ((LAB_EVPN)); then
+    # Both sides advertised the AF, so the session carries it once Established.
+    evpn_negotiated() {
+        vtysh_tor -c "show bgp neighbors $CHASSIS_IP4" |
+            grep -q "L2VPN EVPN: advertised and received"
+    }
+    wait_until "l2vpn evpn negotiated with the chassis" "$FRR_TOR_DIR/bgpd.log" evpn_negotiated
+fi
 
 # ---------------------------------------------------------------------------------------------
 step "writing $AGENT_CONF"
@@ -616,12 +652,22 @@ VM_TENANT_PORT_ID=$VM_TENANT_PORT_ID
 VM_PROVIDER_PORT_ID=$VM_PROVIDER_PORT_ID
 GW_IP4=$GW_IP4
 GW_IP6=$GW_IP6
+GW_MAC=$GW_MAC
 FIP_IP4=$FIP_IP4
 VM_TENANT_IP4=$VM_TENANT_IP4
 VM_PROVIDER_IP4=$VM_PROVIDER_IP4
 VM_PROVIDER_IP6=$VM_PROVIDER_IP6
 VM_PROVIDER_MAC=$VM_PROVIDER_MAC
 EOF
+
+if ((LAB_EVPN)); then
+    cat >>"$LAB_ENV" <<EOF
+CHASSIS_VTEP_IP4=$CHASSIS_VTEP_IP4
+TOR_VTEP_IP4=$TOR_VTEP_IP4
+EVPN_UDP_PORT=$EVPN_UDP_PORT
+TOR_EVPN_DIR=$TOR_EVPN_DIR
+EOF
+fi
 
 STEP="summary"
 cat <<EOF
@@ -633,6 +679,7 @@ OVN BGP lab is up in $(elapsed) s  (LAB_DIR=$LAB_DIR)
   local OVS     unix:$OVS_SOCK  (OVS_RUNDIR=$OVS_DIR; ovs-vswitchd + ovn-controller in netns $NS_CHASSIS)
   chassis       system-id $CHASSIS_NAME, hostname $CHASSIS_HOSTNAME
 $( ((LAB_CHASSIS2)) && printf '  chassis 2     system-id %s, hostname %s: unix:%s, netns %s\n  geneve        %s (chassis 1, br-phy) <-> %s (chassis 2, br-phy); ovs-appctl -t %s/ovs-vswitchd.ctl bfd/show\n' "$CHASSIS2_NAME" "$CHASSIS2_HOSTNAME" "$OVS2_SOCK" "$NS_CHASSIS2" "$CHASSIS_ENCAP_IP4" "$CHASSIS2_ENCAP_IP4" "$OVS_DIR")
+$( ((LAB_EVPN)) && printf '  EVPN          l2vpn evpn on the session; VTEPs %s (chassis lo) and %s (ToR lo), VXLAN port %s\n                ToR VRF per VNI: LAB_DIR=%s scripts/lab/tor-evpn.sh add VNI [--rt RT] (--help)\n' "$CHASSIS_VTEP_IP4" "$TOR_VTEP_IP4" "$EVPN_UDP_PORT" "$LAB_DIR")
   netns         $NS_CHASSIS ($LINK_CHASSIS_IF $CHASSIS_IP4/$LINK_PLEN4, AS $CHASSIS_AS)  <->  $NS_TOR ($LINK_TOR_IF $TOR_IP4/$LINK_PLEN4, AS $TOR_AS)
 
   vtysh (chassis)   vtysh --vty_socket $VTY_CHASSIS --config_dir $FRR_CHASSIS_DIR

@@ -1003,3 +1003,121 @@ impl Lab {
             .run(self);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// EVPN (a lab started with `LAB_EVPN=1`; the ToR's VRFs need real ones: `LAB_KERNEL=full`).
+
+/// One EVPN type-5 (IP prefix) route in the ToR's `l2vpn evpn` table: its best path, as
+/// `show bgp l2vpn evpn route type prefix json` gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Type5Route {
+    /// Route distinguisher, e.g. `100.65.0.1:1001` (the agent's `rd <vtep>:<vni>`).
+    pub(crate) rd: String,
+    /// The IP prefix, e.g. `10.0.0.10/32`, `0.0.0.0/0`, `2001:db8::/64`.
+    pub(crate) prefix: String,
+    /// The VTEP the route points at (for the chassis' routes its VXLAN local address).
+    pub(crate) nexthop: String,
+    /// Route targets without the `RT:` tag, e.g. `64999:1001`, in the order FRR lists them.
+    pub(crate) route_targets: Vec<String>,
+    /// The router MAC extended community (the sender's SVI MAC, symmetric IRB), if any.
+    pub(crate) router_mac: Option<String>,
+    /// The BGP peer it came from (`(unspec)` for the ToR's own routes).
+    pub(crate) peer: String,
+}
+
+/// Every type-5 route of a `show bgp l2vpn evpn route type prefix json` reply, best path of each
+/// (FRR 8.4 shape: `{ "<rd>": { "rd": .., "[5]:[tag]:[len]:[ip]": { "paths": [[{..}]] } }, .. }`).
+pub(crate) fn parse_type5_routes(reply: &Value) -> Vec<Type5Route> {
+    let mut routes = Vec::new();
+    let Some(by_rd) = reply.as_object() else {
+        return routes;
+    };
+    for (rd, entries) in by_rd {
+        // Besides the RDs the reply carries counters (numPrefix, numPaths): only objects with "rd".
+        let Some(entries) = entries.as_object().filter(|e| e.contains_key("rd")) else {
+            continue;
+        };
+        for (key, route) in entries {
+            if !key.starts_with("[5]:") {
+                continue;
+            }
+            let paths = route["paths"].as_array().into_iter().flatten();
+            // Each element is a list of paths for the prefix; the best one is the route.
+            let best = paths
+                .flat_map(|p| p.as_array().into_iter().flatten())
+                .find(|p| p["bestpath"].as_bool() == Some(true));
+            let Some(best) = best else { continue };
+            let communities = best["extendedCommunity"]["string"]
+                .as_str()
+                .unwrap_or_default();
+            routes.push(Type5Route {
+                rd: rd.clone(),
+                prefix: format!(
+                    "{}/{}",
+                    best["ip"].as_str().unwrap_or_default(),
+                    best["ipLen"].as_u64().unwrap_or_default()
+                ),
+                nexthop: best["nexthops"][0]["ip"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                route_targets: communities
+                    .split_whitespace()
+                    .filter_map(|c| c.strip_prefix("RT:"))
+                    .map(str::to_owned)
+                    .collect(),
+                router_mac: communities
+                    .split_whitespace()
+                    .find_map(|c| c.strip_prefix("Rmac:"))
+                    .map(str::to_owned),
+                peer: best["peerId"].as_str().unwrap_or_default().to_owned(),
+            });
+        }
+    }
+    routes.sort_by(|a, b| (&a.rd, &a.prefix).cmp(&(&b.rd, &b.prefix)));
+    routes
+}
+
+impl Lab {
+    /// `ip -n <ToR netns> ARGS…`, which must succeed.
+    pub(crate) fn ip_tor(&self, args: &[&str]) -> String {
+        run_ok(Command::new("ip").arg("-n").arg(self.ns_tor()).args(args))
+    }
+
+    /// Gives the ToR a VRF for `vni` (`scripts/lab/tor-evpn.sh add VNI ARGS…`; e.g.
+    /// `["--rt", "64999:1001", "--address", "192.168.200.1/32"]`; without an RT it imports and
+    /// exports `<chassis AS>:<vni>`, what FRR derives for a VRF stanza without RTs). Returns once
+    /// the ToR's L3VNI is up.
+    pub(crate) fn tor_add_evpn_vrf(&self, vni: u32, args: &[&str]) -> String {
+        run_ok(
+            self.script("tor-evpn.sh")
+                .args(["add", &vni.to_string()])
+                .args(args),
+        )
+    }
+
+    /// Takes the ToR's VRF for `vni` away again (`tor-evpn.sh del VNI`).
+    pub(crate) fn tor_del_evpn_vrf(&self, vni: u32) -> String {
+        run_ok(self.script("tor-evpn.sh").args(["del", &vni.to_string()]))
+    }
+
+    /// The ToR's EVPN type-5 routes (its own and those learned from the chassis), sorted by RD
+    /// and prefix.
+    pub(crate) fn tor_type5_routes(&self) -> Vec<Type5Route> {
+        parse_type5_routes(&self.tor_json("show bgp l2vpn evpn route type prefix json"))
+    }
+
+    /// The prefixes in the BGP table of the ToR's `vrf-<vni>` (IPv4 and IPv6): what it imported
+    /// from the type-5 routes whose RTs it imports, plus its own connected ones.
+    pub(crate) fn tor_vrf_prefixes(&self, vni: u32) -> Vec<String> {
+        let mut out = Vec::new();
+        for af in ["ipv4", "ipv6"] {
+            let reply = self.tor_json(&format!("show bgp vrf vrf-{vni} {af} unicast json"));
+            if let Some(routes) = reply["routes"].as_object() {
+                out.extend(routes.keys().cloned());
+            }
+        }
+        out.sort();
+        out
+    }
+}
