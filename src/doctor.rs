@@ -1,7 +1,8 @@
 //! `ovn-bgp-agent doctor`: checks the host prerequisites of the configured mode and says what to
 //! fix, before (or beside) a running agent: the local OVS database and the chassis identity,
 //! the OVN databases, FRR's vty sockets, the provider bridges, IP forwarding and reverse-path
-//! filtering, and the kernel's VRF/dummy support. Read-only: it changes nothing.
+//! filtering, the privileges of the mode ([`crate::caps::privilege`]), and the kernel's
+//! VRF/dummy support. Read-only: it changes nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -309,6 +310,31 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
         ),
         Err(e) => finding(Severity::Warn, "rp_filter", e, ""),
     });
+
+    // The privileges the mode needs, as this process has them (run doctor as the agent runs:
+    // same user, groups and capabilities).
+    match crate::caps::privilege::Privileges::current() {
+        Ok(privs) => {
+            use crate::caps::privilege::{SystemAccess, check};
+            let report = check(config, &privs, &SystemAccess);
+            for ok in report.satisfied {
+                out.push(finding(Severity::Ok, "privileges", ok, ""));
+            }
+            for m in report.missing {
+                let severity = match m.severity {
+                    crate::caps::privilege::Severity::Fatal => Severity::Fail,
+                    crate::caps::privilege::Severity::Warning => Severity::Warn,
+                };
+                out.push(finding(
+                    severity,
+                    "privileges",
+                    format!("{}: {}", m.what, m.why),
+                    &m.fix,
+                ));
+            }
+        }
+        Err(e) => out.push(finding(Severity::Warn, "privileges", e.to_string(), "")),
+    }
 
     // Device kinds the configuration asks for.
     for (kind, option) in [

@@ -5,12 +5,24 @@
 //! wrapper script's `sleep`, a pager), not just the direct child: a hung tool must never hold the
 //! agent's reconcile loop.
 //!
-//! The agent runs as root, so a tool gets nothing from the agent's environment: only a fixed
-//! `PATH` and `LANG=C` (stable, parseable output) and what the caller sets (`OVS_RUNDIR`).
-//! Tools are named by absolute path, resolved once at start ([`resolve_tool`]). What a tool
-//! prints is read up to a cap ([`Invocation::max_output`]); a tool printing more is killed.
+//! The agent holds privileges (root, or `CAP_NET_ADMIN`), so a tool gets nothing from the
+//! agent's environment: only a fixed `PATH` and `LANG=C` (stable, parseable output) and what
+//! the caller sets (`OVS_RUNDIR`). Tools are named by absolute path, resolved once at start
+//! ([`resolve_tool`]). What a tool prints is read up to a cap ([`Invocation::max_output`]); a
+//! tool printing more is killed.
+//!
+//! Nor does a tool get the agent's capabilities: the tools only talk to daemons over unix
+//! sockets, which needs file access, not capabilities. Before the exec the child clears its
+//! ambient and inheritable sets (a non-root agent's tools then run with none at all) and sets
+//! `no_new_privs` (no setuid or file-capability gain). A root process regains every capability
+//! in its bounding set at exec, so a root agent's child also shrinks its bounding set to
+//! [`ROOT_TOOL_CAPABILITIES`]: `CAP_DAC_OVERRIDE`, which root needs to reach sockets owned by
+//! other users (FRR's vty sockets are `frr:frrvty 0770`). Shrinking the bounding set needs
+//! `CAP_SETPCAP`; without it (a container that dropped it) the tool keeps root's capabilities,
+//! which the start-time privilege check reports.
 
-// Unsafe code allowed in this file only: `pre_exec` to put the child in its own process group.
+// Unsafe code allowed in this file only: `pre_exec` to put the child in its own process group
+// and drop its capabilities, and `kill` of that group.
 #![allow(unsafe_code)]
 
 use std::ffi::OsString;
@@ -30,6 +42,73 @@ pub const TOOL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
 /// Cap on stderr: complaints, not data.
 const MAX_STDERR: usize = 1 << 20;
+
+/// The capabilities a tool run by a root agent keeps: `CAP_DAC_OVERRIDE`, to connect to sockets
+/// owned by the daemons' own users. A non-root agent's tools keep none.
+pub const ROOT_TOOL_CAPABILITIES: u64 = 1 << 1;
+
+/// `capget`/`capset` header and data (`linux/capability.h`, version 3: two 32-bit words).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Runs in the forked child before exec: only raw system calls (async-signal-safe), and every
+/// failure ignored (an old kernel without ambient capabilities, no `CAP_SETPCAP`): the tool
+/// must still run, and the privilege check has said what could not be dropped.
+fn drop_tool_capabilities(root: bool) {
+    let keep = if root { ROOT_TOOL_CAPABILITIES } else { 0 };
+    // SAFETY: prctl and capget/capset with valid pointers to local, properly laid out structs;
+    // they only change this (child) process's credentials.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let mut data = [CapData::default(); 2];
+        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) == 0 {
+            data[0].inheritable &= keep as u32;
+            data[1].inheritable &= (keep >> 32) as u32;
+            libc::syscall(libc::SYS_capset, &mut header, data.as_ptr());
+        }
+        if root {
+            for cap in (0..64u32).filter(|c| keep & (1u64 << c) == 0) {
+                libc::prctl(
+                    libc::PR_CAPBSET_DROP,
+                    libc::c_ulong::from(cap),
+                    0 as libc::c_ulong,
+                    0 as libc::c_ulong,
+                    0 as libc::c_ulong,
+                );
+            }
+        }
+        libc::prctl(
+            libc::PR_SET_NO_NEW_PRIVS,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+    }
+}
 
 /// What a finished tool printed and how it exited.
 #[derive(Debug, Clone)]
@@ -231,6 +310,16 @@ impl Invocation {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
+        // system calls (see `drop_tool_capabilities`); it allocates nothing and takes no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                drop_tool_capabilities(root);
+                Ok(())
+            });
+        }
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(source) => {
@@ -350,6 +439,56 @@ mod tests {
                 "OVS_RUNDIR=/run/ovs-test",
                 &format!("PATH={TOOL_PATH}")
             ]
+        );
+    }
+
+    /// A tool gets none of the agent's capabilities: as root it keeps only
+    /// `ROOT_TOOL_CAPABILITIES` (root regains its bounding set at exec, so the bounding set is
+    /// what is shrunk), otherwise nothing; never ambient or inheritable ones, and it cannot gain
+    /// any through setuid or file capabilities (`NoNewPrivs`).
+    #[tokio::test]
+    async fn a_tool_runs_without_the_agent_capabilities() {
+        let agent = crate::caps::privilege::Privileges::current().unwrap();
+        let out = Invocation::new("/bin/sh", Duration::from_secs(5))
+            .arg("-c")
+            .arg("cat /proc/$$/status")
+            .run()
+            .await
+            .unwrap();
+        let tool = crate::caps::privilege::Privileges::parse(&out.stdout).unwrap();
+        let field = |name: &str| {
+            out.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+                .unwrap_or_else(|| panic!("no {name} in\n{}", out.stdout))
+        };
+        let setpcap = 1u64 << crate::caps::privilege::CAP_SETPCAP;
+        let expected = match (agent.uid, agent.effective & setpcap != 0) {
+            (0, true) => ROOT_TOOL_CAPABILITIES,
+            // A root without CAP_SETPCAP cannot shrink the bounding set (the privilege check
+            // warns about it): the tool keeps what root gets at exec.
+            (0, false) => agent.bounding,
+            _ => 0,
+        };
+        assert_eq!(
+            (tool.uid, tool.effective, tool.ambient),
+            (agent.uid, expected, 0),
+            "agent: {agent:?}\ntool:\n{}",
+            out.stdout
+        );
+        assert_eq!(
+            u64::from_str_radix(&field("CapInh:"), 16).unwrap() & !expected,
+            0
+        );
+        if agent.uid == 0 && agent.effective & setpcap != 0 {
+            assert_eq!(tool.bounding, ROOT_TOOL_CAPABILITIES);
+        }
+        assert_eq!(field("NoNewPrivs:"), "1");
+        // The agent itself keeps what it had.
+        assert_eq!(
+            crate::caps::privilege::Privileges::current().unwrap(),
+            agent
         );
     }
 
