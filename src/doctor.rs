@@ -57,6 +57,8 @@ fn finding(severity: Severity, check: &str, detail: impl Into<String>, fix: &str
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long doctor waits for the local OVS database's answer.
+const IDENTITY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Whether an OVSDB remote (`unix:`, `tcp:`, `ssl:`; the first of a comma list that answers)
 /// accepts a connection. TLS is not negotiated: reachability only.
@@ -149,7 +151,12 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
 
     // The local OVS database and who this chassis is.
     let ovsdb = &config.default.ovsdb_connection;
-    let identity = match IdentityWatch::connect(config).await {
+    // The client retries an absent database for ever: doctor must answer.
+    let connected = tokio::time::timeout(IDENTITY_TIMEOUT, IdentityWatch::connect(config))
+        .await
+        .map_err(|_| format!("{ovsdb}: no answer within {IDENTITY_TIMEOUT:?}"))
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    let identity = match connected {
         Ok((_, id)) => {
             out.push(finding(
                 Severity::Ok,
@@ -166,7 +173,7 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
             out.push(finding(
                 Severity::Fail,
                 "local OVS database",
-                e.to_string(),
+                e,
                 "start ovsdb-server/ovs-vswitchd, or set [DEFAULT] ovsdb_connection; the \
                  Open_vSwitch row needs external_ids:system-id",
             ));

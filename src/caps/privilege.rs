@@ -544,6 +544,28 @@ pub(crate) fn check(config: &AgentConfig, privs: &Privileges, access: &dyn Acces
          SupplementaryGroups=openvswitch in the agent's unit",
     );
 
+    let driver = config.default.driver.as_str();
+    let mut ovn = vec![("Southbound", config.ovn.ovn_sb_connection.as_deref())];
+    if driver.starts_with("nb_") || config.default.exposing_method == "ovn" {
+        ovn.push(("Northbound", config.ovn.ovn_nb_connection.as_deref()));
+    }
+    for (db, remotes) in ovn {
+        let sockets: Vec<PathBuf> = remotes
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|r| r.trim().strip_prefix("unix:"))
+            .map(PathBuf::from)
+            .collect();
+        check_sockets(
+            access,
+            &mut report,
+            &sockets,
+            &format!("the driver reads the OVN {db} database over these sockets"),
+            "connect over tcp: or ssl: (as a chassis reaches the central databases), or give \
+             the socket a group the agent is in",
+        );
+    }
+
     if let Some(dir) = Path::new(&config.frr.state_file).parent() {
         check_writable(
             access,
@@ -859,6 +881,39 @@ mod tests {
                 .any(|s| s.contains("can be created in /run")),
             "{:?}",
             report.satisfied
+        );
+    }
+
+    /// OVN databases on unix sockets (a node-local database) are checked like OVS's; tcp: and
+    /// ssl: remotes need nothing; NB only for a driver that reads it.
+    #[test]
+    fn ovn_databases_on_unix_sockets_need_connect_access() {
+        let privs = Privileges::parse(NONROOT_STATUS).unwrap();
+        let mut c = config(&[]);
+        c.ovn.ovn_sb_connection = Some("tcp:10.0.0.1:6642,unix:/run/ovn/ovnsb_db.sock".into());
+        c.ovn.ovn_nb_connection = Some("unix:/run/ovn/ovnnb_db.sock".into());
+        let access = granted()
+            .with("/run/ovn/ovnsb_db.sock", false)
+            .with("/run/ovn/ovnnb_db.sock", false);
+        let text: Vec<String> = check(&c, &privs, &access)
+            .missing
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(text.len(), 1, "{text:#?}");
+        assert!(
+            text[0].starts_with("no connect (write) access to /run/ovn/ovnsb_db.sock"),
+            "{}",
+            text[0]
+        );
+        assert!(text[0].contains("OVN Southbound"), "{}", text[0]);
+        c.default.driver = "nb_ovn_bgp_driver".into();
+        let missing = check(&c, &privs, &access).missing;
+        assert_eq!(missing.len(), 2);
+        assert!(
+            missing[1].what.contains("/run/ovn/ovnnb_db.sock"),
+            "{:?}",
+            missing[1]
         );
     }
 
