@@ -381,6 +381,9 @@ fn log_overrides(cli: &Cli) -> logging::LogOverrides {
 }
 
 fn run(cli: &Cli) -> ExitCode {
+    // First, while this is the only thread: the tools the agent will run get none of its
+    // capabilities (every thread created later inherits the restricted sets).
+    crate::caps::process::restrict_tool_capabilities();
     let loaded = match config::load::load(&sources(cli)) {
         Ok(l) => l,
         Err(e) => {

@@ -33,9 +33,14 @@ fn gid(group: &str) -> u32 {
         .unwrap_or_else(|| panic!("getent group {group}: {line}"))
 }
 
-/// The test user and the OVS stand-in group, created if absent (idempotent, and tolerant of a
-/// concurrent creation: only the end state is checked).
+/// The test user and the OVS stand-in group, created if absent (idempotent; the tests of this
+/// binary take turns, and a creation by another process is tolerated: only the end state is
+/// checked).
 fn ensure_user() -> u32 {
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = CREATING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !Command::new("getent")
         .args(["group", OVS_GROUP])
         .stdout(Stdio::null())
@@ -225,7 +230,8 @@ fn the_agent_runs_end_to_end_as_an_unprivileged_user_with_only_cap_net_admin() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    // The agent: the test user, CAP_NET_ADMIN and nothing else.
+    // The agent: the test user, CAP_NET_ADMIN and nothing else; the ambient and inheritable
+    // sets that brought it there are cleared at start, so nothing it runs inherits it.
     let pid = agent.pid().expect("agent pid");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert_eq!(status_field(&status, "Name"), "ovn-bgp-agent");
@@ -233,9 +239,13 @@ fn the_agent_runs_end_to_end_as_an_unprivileged_user_with_only_cap_net_admin() {
         status_field(&status, "Uid"),
         format!("{uid}\t{uid}\t{uid}\t{uid}")
     );
-    for set in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
+    for set in ["CapEff", "CapPrm", "CapBnd"] {
         assert_eq!(mask(&status, set), CAP_NET_ADMIN_MASK, "{set}:\n{status}");
     }
+    for set in ["CapAmb", "CapInh"] {
+        assert_eq!(mask(&status, set), 0, "{set}:\n{status}");
+    }
+    assert_eq!(status_field(&status, "NoNewPrivs"), "1");
 
     // The kernel state it made: addresses, rules, routes, neighbours, a sysctl.
     let addrs = lab.ip_chassis(&["addr", "show", "dev", "bgp-nic"]);

@@ -609,9 +609,9 @@ pub(crate) fn check(config: &AgentConfig, privs: &Privileges, access: &dyn Acces
         report.missing.push(Missing {
             severity: Severity::Warning,
             what: format!("missing {}", cap_name(CAP_SETPCAP)),
-            why: "running as root, the agent limits the tools it runs (vtysh, ovs-*) to \
-                  CAP_DAC_OVERRIDE by shrinking their bounding set, which needs CAP_SETPCAP; \
-                  without it the tools run with all of root's capabilities"
+            why: "running as root, the agent shrinks its bounding set to CAP_DAC_OVERRIDE at \
+                  start so that the tools it runs (vtysh, ovs-*) get no more, which needs \
+                  CAP_SETPCAP; without it the tools run with all of root's capabilities"
                 .to_owned(),
             fix: "grant CAP_SETPCAP, or run the agent as a non-root user \
                   (ovn-bgp-agent-nonroot.service)"
@@ -947,5 +947,18 @@ mod tests {
         let root = Privileges::parse(ROOT_STATUS).unwrap();
         let c = config(&[("agent", "root_helper", "sudo rootwrap")]);
         assert!(check(&c, &root, &granted()).missing.is_empty());
+        // A root that cannot shrink its bounding set is told that its tools keep everything.
+        let mut root = root;
+        root.effective &= !(1 << CAP_SETPCAP);
+        let missing = check(&c, &root, &granted()).missing;
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert_eq!(missing[0].severity, Severity::Warning);
+        assert!(
+            missing[0]
+                .to_string()
+                .starts_with("missing CAP_SETPCAP: running as root"),
+            "{}",
+            missing[0]
+        );
     }
 }
