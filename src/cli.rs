@@ -381,6 +381,9 @@ fn log_overrides(cli: &Cli) -> logging::LogOverrides {
 }
 
 fn run(cli: &Cli) -> ExitCode {
+    // First, while this is the only thread: the tools the agent will run get none of its
+    // capabilities (every thread created later inherits the restricted sets).
+    crate::caps::process::restrict_tool_capabilities();
     let loaded = match config::load::load(&sources(cli)) {
         Ok(l) => l,
         Err(e) => {
@@ -397,6 +400,18 @@ fn run(cli: &Cli) -> ExitCode {
     }
     if cli.verbose {
         tracing::warn!("--verbose is an oslo.log option this agent accepts and ignores");
+    }
+    // Before anything is touched: a process without what its mode cannot work without stops
+    // here, with the missing privilege and the fix, rather than failing every write later.
+    if let Err(fatal) = crate::caps::privilege::check_at_start(&loaded.config) {
+        for m in &fatal {
+            tracing::error!("{m}");
+        }
+        tracing::error!(
+            "not starting: the configured mode cannot work without these privileges \
+             (docs/operations.md#privileges)"
+        );
+        return ExitCode::FAILURE;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

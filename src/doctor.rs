@@ -1,7 +1,8 @@
 //! `ovn-bgp-agent doctor`: checks the host prerequisites of the configured mode and says what to
 //! fix, before (or beside) a running agent: the local OVS database and the chassis identity,
 //! the OVN databases, FRR's vty sockets, the provider bridges, IP forwarding and reverse-path
-//! filtering, and the kernel's VRF/dummy support. Read-only: it changes nothing.
+//! filtering, the privileges of the mode ([`crate::caps::privilege`]), and the kernel's
+//! VRF/dummy support. Read-only: it changes nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,6 +57,8 @@ fn finding(severity: Severity, check: &str, detail: impl Into<String>, fix: &str
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long doctor waits for the local OVS database's answer.
+const IDENTITY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Whether an OVSDB remote (`unix:`, `tcp:`, `ssl:`; the first of a comma list that answers)
 /// accepts a connection. TLS is not negotiated: reachability only.
@@ -148,7 +151,12 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
 
     // The local OVS database and who this chassis is.
     let ovsdb = &config.default.ovsdb_connection;
-    let identity = match IdentityWatch::connect(config).await {
+    // The client retries an absent database for ever: doctor must answer.
+    let connected = tokio::time::timeout(IDENTITY_TIMEOUT, IdentityWatch::connect(config))
+        .await
+        .map_err(|_| format!("{ovsdb}: no answer within {IDENTITY_TIMEOUT:?}"))
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    let identity = match connected {
         Ok((_, id)) => {
             out.push(finding(
                 Severity::Ok,
@@ -165,7 +173,7 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
             out.push(finding(
                 Severity::Fail,
                 "local OVS database",
-                e.to_string(),
+                e,
                 "start ovsdb-server/ovs-vswitchd, or set [DEFAULT] ovsdb_connection; the \
                  Open_vSwitch row needs external_ids:system-id",
             ));
@@ -309,6 +317,31 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
         ),
         Err(e) => finding(Severity::Warn, "rp_filter", e, ""),
     });
+
+    // The privileges the mode needs, as this process has them (run doctor as the agent runs:
+    // same user, groups and capabilities).
+    match crate::caps::privilege::Privileges::current() {
+        Ok(privs) => {
+            use crate::caps::privilege::{SystemAccess, check};
+            let report = check(config, &privs, &SystemAccess);
+            for ok in report.satisfied {
+                out.push(finding(Severity::Ok, "privileges", ok, ""));
+            }
+            for m in report.missing {
+                let severity = match m.severity {
+                    crate::caps::privilege::Severity::Fatal => Severity::Fail,
+                    crate::caps::privilege::Severity::Warning => Severity::Warn,
+                };
+                out.push(finding(
+                    severity,
+                    "privileges",
+                    format!("{}: {}", m.what, m.why),
+                    &m.fix,
+                ));
+            }
+        }
+        Err(e) => out.push(finding(Severity::Warn, "privileges", e.to_string(), "")),
+    }
 
     // Device kinds the configuration asks for.
     for (kind, option) in [

@@ -14,6 +14,7 @@ pub mod local_nb;
 pub mod netlink;
 pub mod ovs;
 pub mod ovsdb;
+pub(crate) mod privilege;
 pub mod process;
 pub mod reconcile;
 pub mod rt_tables;

@@ -14,6 +14,9 @@ pub(crate) struct Agent {
     child: Option<Child>,
     /// Extra environment of the agent process (e.g. systemd's `NOTIFY_SOCKET`).
     env: Vec<(String, String)>,
+    /// A command line the agent is started through (`ip netns exec NS setpriv ...`), which
+    /// must exec the agent so that the child is the agent itself; empty: none.
+    wrapper: Vec<String>,
     log: PathBuf,
     config: PathBuf,
     overrides: PathBuf,
@@ -28,6 +31,17 @@ impl Agent {
 
     /// [`Agent::start`] with extra environment variables for the agent process.
     pub(crate) fn start_with_env(lab_dir: &Path, overrides: &str, env: &[(&str, &str)]) -> Agent {
+        Self::start_wrapped(lab_dir, overrides, env, &[])
+    }
+
+    /// [`Agent::start_with_env`] through `wrapper` (e.g. `setpriv` with a user and
+    /// capabilities), which must end by exec'ing the agent's command line it is given.
+    pub(crate) fn start_wrapped(
+        lab_dir: &Path,
+        overrides: &str,
+        env: &[(&str, &str)],
+        wrapper: &[String],
+    ) -> Agent {
         let overrides_path = lab_dir.join("agent-test-overrides.conf");
         std::fs::write(&overrides_path, overrides).expect("write agent overrides");
         let mut agent = Agent {
@@ -36,6 +50,7 @@ impl Agent {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            wrapper: wrapper.to_vec(),
             log: lab_dir.join("agent.log"),
             config: lab_dir.join("bgp-agent.conf"),
             overrides: overrides_path,
@@ -45,7 +60,16 @@ impl Agent {
     }
 
     fn spawn(&mut self) {
-        let child = Command::new(env!("CARGO_BIN_EXE_ovn-bgp-agent"))
+        let agent = env!("CARGO_BIN_EXE_ovn-bgp-agent");
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(agent);
+                c
+            }
+            None => Command::new(agent),
+        };
+        let child = command
             .arg("--config-file")
             .arg(&self.config)
             .arg("--config-file")
@@ -59,6 +83,11 @@ impl Agent {
             .spawn()
             .expect("start ovn-bgp-agent");
         self.child = Some(child);
+    }
+
+    /// The agent's process id (the wrapper's exec keeps it); `None` once stopped.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// SIGTERM, then wait for a clean exit; returns how long the agent took to stop.
