@@ -64,6 +64,16 @@ fn link<'a>(d: &'a DesiredSystem, n: &str) -> &'a LinkSpec {
         .unwrap_or_else(|| panic!("no link {n} in {:#?}", d.links))
 }
 
+/// The VRF side of the (only) localnet veth pair.
+fn localnet_veth(d: &DesiredSystem) -> String {
+    d.links
+        .iter()
+        .find(|l| matches!(l.kind, LinkKind::Veth { .. }))
+        .expect("the localnet veth")
+        .name
+        .to_string()
+}
+
 fn has_link(d: &DesiredSystem, n: &str) -> bool {
     d.links.iter().any(|l| l.name.as_str() == n)
 }
@@ -274,13 +284,7 @@ fn hostile_bgpvpn_values_never_reach_frr() {
 #[test]
 fn gateway_tenant_networks_fips_and_lbs_are_routes_in_the_vrf() {
     let d = rendered("evpn_gateway_tenant_networks", 0).system;
-    let veth = d
-        .links
-        .iter()
-        .find(|l| matches!(l.kind, LinkKind::Veth { .. }))
-        .expect("the localnet veth")
-        .name
-        .to_string();
+    let veth = localnet_veth(&d);
     // Gateway with its MAC as neighbour; tenant hosts via the gateway address of their family.
     assert!(
         d.routes
@@ -373,4 +377,28 @@ fn two_localnets_on_two_bridges_are_two_attachments_of_one_vrf() {
             .iter()
             .any(|p| p.bridge.as_str() == "br-ex2" && p.vlan_tag == Some(30))
     );
+}
+
+#[test]
+fn subnet_mode_routes_the_tenant_prefixes_via_the_gateway() {
+    let d = rendered("evpn_tenant_subnet_mode", 0).system;
+    let veth = localnet_veth(&d);
+    for (prefix, via) in [
+        ("10.0.0.0/24", "172.24.100.5"),
+        ("2001:db8:5::/64", "2001:db8:100::5"),
+    ] {
+        assert!(
+            d.routes
+                .contains(&host_route(100, prefix, Some(via), &veth)),
+            "{prefix} via {via} in {:#?}",
+            d.routes
+        );
+    }
+    assert!(
+        !d.routes.iter().any(|r| r.dst.to_string() == "10.0.0.10/32"),
+        "no per-VM routes in subnet mode"
+    );
+    assert!(frr_text(&d).contains("redistribute kernel"));
+    let d = rendered("evpn_tenant_subnet_mode", 1).system;
+    assert!(!d.routes.iter().any(|r| r.dst.to_string() == "10.0.0.0/24"));
 }

@@ -1270,7 +1270,7 @@ impl<'a> Ctx<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1338,7 +1338,9 @@ mod tests {
         }
     }
 
-    fn evpn_model(ids: &[(&str, &str)]) -> NbModel {
+    /// A provider switch `neutron-net1` (uuid `ls`) with a localnet port of physnet `public`,
+    /// and `ids` as its `external_ids`.
+    pub(crate) fn evpn_model(ids: &[(&str, &str)]) -> NbModel {
         let mut m = NbModel::default();
         let mut ln = Lsp {
             uuid: "abcdef12-3456-4890-abcd-ef1234567890".into(),

@@ -315,3 +315,65 @@ fn vrf_scopes(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::frr::values::Asn;
+
+    /// The provider switch of the computation's tests with a VM bound to node1 on it.
+    fn model(ids: &[(&str, &str)]) -> NbModel {
+        let mut m = super::super::compute::tests::evpn_model(ids);
+        let mut vm = Lsp {
+            uuid: "vm-uuid".into(),
+            name: "vm1".into(),
+            addresses: vec!["fa:16:3e:00:00:01 172.24.4.21".into()],
+            up: Some(true),
+            ..Default::default()
+        };
+        vm.options
+            .insert(keys::REQUESTED_CHASSIS.into(), "node1".into());
+        m.upsert_lsp(vm);
+        let mut ls = m.switch("ls").cloned().expect("the provider switch");
+        ls.ports.push("vm-uuid".into());
+        m.upsert_switch(ls);
+        m
+    }
+
+    fn lines(m: &NbModel, q: &str) -> String {
+        let local = LocalChassis {
+            hostname: "node1".into(),
+            system_id: "sys-1".into(),
+            bridge_mappings: vec![("public".into(), "br-ex".into())],
+        };
+        let options = NbOptions {
+            method: ExposingMethod::Vrf,
+            bgp_as: Asn::new(64999).ok(),
+            ..Default::default()
+        };
+        explain(m, &local, &options, None, &ExplainQuery::new(q)).join("\n")
+    }
+
+    #[test]
+    fn explain_names_the_evpn_scope_or_why_there_is_none() {
+        let evpn = model(&[(keys::BGPVPN_TYPE, "l3"), (keys::BGPVPN_VNI, "100")]);
+        let text = lines(&evpn, "172.24.4.21");
+        assert!(text.contains("L3 EVPN network, VNI 100"), "{text}");
+        assert!(
+            text.contains("is exposed in scope evpn:100: VRF vrf-100, table 100"),
+            "{text}"
+        );
+        let plain = model(&[]);
+        let text = lines(&plain, "172.24.4.21");
+        assert!(text.contains("no neutron_bgpvpn:* settings"), "{text}");
+        assert!(text.contains("has no usable EVPN settings"), "{text}");
+        let hostile = model(&[
+            (keys::BGPVPN_TYPE, "l3"),
+            (keys::BGPVPN_VNI, "100"),
+            (keys::BGPVPN_RT, "['1:1; exit']"),
+        ]);
+        let text = lines(&hostile, "vm1");
+        assert!(text.contains("EVPN settings not usable"), "{text}");
+        assert!(!text.contains("is exposed in scope"), "{text}");
+    }
+}
