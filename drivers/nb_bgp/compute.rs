@@ -404,7 +404,8 @@ impl<'a> Ctx<'a> {
     /// creates the devices with the first exposure; a VM booting on the network needs its
     /// gateway before that.
     fn evpn_networks(&mut self) {
-        // Switch uuid → its localnet ports mapped here, with their provider network.
+        // (switch name, uuid) → its localnet ports mapped here, with their provider network;
+        // by name, so which of two networks claiming one VNI gets it does not depend on uuids.
         let mut switches: BTreeMap<(String, String), Vec<(&'a Lsp, ProviderNetwork)>> =
             BTreeMap::new();
         let model = self.model;
