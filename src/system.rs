@@ -234,6 +234,12 @@ pub struct FdbEntrySpec {
 pub struct Ownership {
     /// Devices whose host addresses (/32, /128) are the agent's (bgp-nic).
     pub address_devices: BTreeSet<InterfaceName>,
+    /// Devices whose every address is the agent's, whatever its prefix length: devices it
+    /// creates and addresses with subnet prefixes (the NB vrf method's VRF-side veth holds its
+    /// network's gateway addresses, `172.24.4.1/24`), so a gateway that moves leaves no stale
+    /// address behind.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub all_address_devices: BTreeSet<InterfaceName>,
     /// Tables whose rules and `proto boot` routes are the agent's (per-bridge tables).
     pub tables: BTreeSet<u32>,
     /// Devices whose permanent neighbours and proxy neighbours are the agent's.

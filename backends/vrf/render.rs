@@ -587,6 +587,8 @@ fn localnet_port(
         d,
     );
     d.ownership.address_devices.insert(vrf_side.clone());
+    // Its gateway addresses carry the subnet's prefix length: a moved gateway's old one goes.
+    d.ownership.all_address_devices.insert(vrf_side.clone());
     let k = vlan % 256;
     let helper4 = Ipv4Addr::new(169, 254, k as u8, k as u8);
     let helper6: Ipv6Addr = format!("fd53:d91e:400:7f17::{k:x}:{k:x}")
@@ -708,6 +710,7 @@ fn merge(into: &mut DesiredSystem, from: DesiredSystem) {
     into.frr_objects.extend(from.frr_objects);
     let (o, f) = (&mut into.ownership, from.ownership);
     o.address_devices.extend(f.address_devices);
+    o.all_address_devices.extend(f.all_address_devices);
     o.tables.extend(f.tables);
     o.neighbour_devices.extend(f.neighbour_devices);
     o.flow_cookies.extend(f.flow_cookies);

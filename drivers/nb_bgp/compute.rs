@@ -4,6 +4,22 @@
 //! this host, gateways hosted here, and the routers, switches, NATs and load balancers behind
 //! them. A row that cannot be used is recorded in `skipped` and the rest is computed.
 //!
+//! `exposing_method = vrf` (§2 `vrf` column, E1–E3): every exposure the underlay method puts
+//! in the global scope goes into the scope `evpn:<vni>` of its provider network instead
+//! (provider VMs and FIPs with their MAC as neighbour, gateways, centralized FIPs, LB VIPs;
+//! tenant VMs, router interfaces and Octavia tenant VIPs as host routes via the gateway address
+//! of their family, tenant subnets as prefixes via it in `subnet` mode), and nothing goes to
+//! the global scope. A provider switch with `neutron_bgpvpn:type = l3` and a VNI, and a localnet
+//! port of a physnet mapped here, gets its scope with one `Localnet` attachment per such port,
+//! its subnets' gateway addresses and IPv6 router advertisements from their DHCP_Options.
+//! Exposures on a network without usable EVPN settings are reported under [`VRF_METHOD`]
+//! (upstream's vrf wiring finds no EVPN device for them and announces nothing); a gateway on
+//! such a network is reported once, with everything behind it. Deviations from upstream:
+//! `neutron_bgpvpn:as` is honoured (upstream always uses `[DEFAULT] bgp_AS`); the VRF exists as
+//! soon as the network is served here, not with its first exposure (it is the network's
+//! gateway); any unusable `neutron_bgpvpn:*` value refuses the network instead of raising in
+//! `ast.literal_eval` mid-sync.
+//!
 //! Upstream defects (§7.1) this computation does not have:
 //! - U09: each gateway's subnets and load balancers are computed once (upstream's sync did them
 //!   twice).
@@ -26,17 +42,20 @@
 //! - NB_Global without `neutron:fip-distributed` is distributed, as upstream; a value that is
 //!   neither True nor False is reported and read as distributed, not a crash.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::caps::frr::values::{Asn, Redistribute, RouteDistinguisher, RouteTarget, Vni};
 use crate::exposure::{
-    BridgeWiring, ExposedIp, ExposedRoute, ExposedSubnet, ExposureKind, ExposureSet,
-    ProviderNetwork, RealisationNeed, RouteKind,
+    BridgeWiring, EvpnAttachment, EvpnParams, ExposedIp, ExposedRoute, ExposedSubnet, ExposureKind,
+    ExposureSet, LocalnetAttachment, NdPrefix, ProviderEvpn, ProviderNetwork, RealisationNeed,
+    RouteKind, ScopeId,
 };
 use crate::ovn::nb::model::{
-    DNAT_AND_SNAT, LoadBalancer, Lrp, Lsp, Nat, NbModel, PF_LB_PREFIX, SNAT, VIRTUAL,
+    DNAT_AND_SNAT, DhcpOptions, LoadBalancer, LogicalSwitch, Lrp, Lsp, Nat, NbModel, PF_LB_PREFIX,
+    SNAT, VIRTUAL,
 };
 use crate::ovn::neutron::{
     self, keys, parse_ip_or_cidr, parse_neutron_cidrs, parse_port_addresses,
@@ -69,6 +88,16 @@ pub enum TenantAdvertisement {
     Subnet,
 }
 
+/// `[DEFAULT] exposing_method`, as far as the computation differs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExposingMethod {
+    /// Everything in the global scope (the default VRF, announced from `bgp-nic`).
+    #[default]
+    Underlay,
+    /// Each L3 EVPN provider network in its own scope `evpn:<vni>`; nothing in the global one.
+    Vrf,
+}
+
 /// The options of `[DEFAULT]` the NB driver computes with.
 #[derive(Debug, Clone, Default)]
 pub struct NbOptions {
@@ -76,7 +105,14 @@ pub struct NbOptions {
     pub tenant: TenantOptions,
     pub advertisement: TenantAdvertisement,
     pub require_snat_disabled_for_tenant_networks: bool,
+    pub method: ExposingMethod,
+    /// `[DEFAULT] bgp_AS`: the AS of an EVPN VRF whose switch has no `neutron_bgpvpn:as`.
+    pub bgp_as: Option<Asn>,
 }
+
+/// The `table` of [`crate::exposure::SkippedRow`]s for exposures the `vrf` method has no
+/// scope for (their rows are usable; their network is not an EVPN network).
+pub const VRF_METHOD: &str = "exposing_method vrf";
 
 /// A gateway hosted here, as the rest of the computation needs it.
 #[derive(Debug, Clone)]
@@ -94,6 +130,11 @@ struct Ctx<'a> {
     options: &'a NbOptions,
     /// physnet → bridge, validated.
     mappings: Vec<(String, InterfaceName)>,
+    /// `vrf` method: the EVPN settings of each provider switch served here that has usable
+    /// ones, by switch uuid.
+    evpn_of_switch: HashMap<String, ProviderEvpn>,
+    /// Tenant subnets exposed so far (in any scope), for the load-balancer VIPs inside them.
+    tenant_subnets: Vec<IpNet>,
     out: ExposureSet,
 }
 
@@ -111,9 +152,14 @@ pub fn compute(
         local,
         options,
         mappings: Vec::new(),
+        evpn_of_switch: HashMap::new(),
+        tenant_subnets: Vec::new(),
         out: ExposureSet::default(),
     };
     ctx.wire_bridges();
+    if options.method == ExposingMethod::Vrf {
+        ctx.evpn_networks();
+    }
     let distributed = ctx.fip_distributed();
     // Router id → its gateways hosted here (the first by name carries the subnets).
     let mut routers: BTreeMap<String, Vec<LocalGateway<'_>>> = BTreeMap::new();
@@ -139,8 +185,11 @@ pub fn compute(
         }
         ctx.expose_lbs(router, gw);
     }
-    if options.advertisement == TenantAdvertisement::Subnet {
-        // Upstream's base configuration redistributes kernel routes with the subnet method (A2).
+    if options.advertisement == TenantAdvertisement::Subnet
+        && options.method == ExposingMethod::Underlay
+    {
+        // Upstream's base configuration redistributes kernel routes with the subnet method (A2);
+        // an EVPN VRF redistributes kernel routes anyway.
         ctx.out.needs.insert(RealisationNeed::RedistributeKernel);
     }
     ctx.out
@@ -171,6 +220,74 @@ fn row_ref(uuid: &str, name: &str) -> String {
         shown.push('…');
     }
     format!("{uuid} ({shown})")
+}
+
+/// Two VRF settings that may share one VNI: everything but the attachments equal.
+fn same_vrf(a: &EvpnParams, b: &EvpnParams) -> bool {
+    a.bgp_as == b.bgp_as
+        && a.rd == b.rd
+        && a.import_targets == b.import_targets
+        && a.export_targets == b.export_targets
+        && a.redistribute == b.redistribute
+}
+
+/// `a` then the elements of `b` not in `a`.
+fn union(a: &[RouteTarget], b: &[RouteTarget]) -> Vec<RouteTarget> {
+    let mut out = a.to_vec();
+    for t in b {
+        if !out.contains(t) {
+            out.push(*t);
+        }
+    }
+    out
+}
+
+/// One subnet's DHCP_Options: its gateway address with the subnet's prefix length, and for an
+/// IPv6 subnet its router advertisement (upstream's `process_dhcp_opts`).
+fn dhcp_row(row: &DhcpOptions) -> Result<(Option<IpNet>, Option<NdPrefix>), String> {
+    let cidr: IpNet = row.cidr.trim().parse().map_err(|_| {
+        format!(
+            "cidr {:?} is not a prefix",
+            row.cidr.escape_debug().to_string()
+        )
+    })?;
+    let gateway = match row.options.get(keys::DHCP_ROUTER).map(|r| r.trim()) {
+        None | Some("") => None,
+        Some(router) => {
+            let ip: IpAddr = router.parse().map_err(|_| {
+                format!(
+                    "options:router {:?} is not an IP address",
+                    router.escape_debug().to_string()
+                )
+            })?;
+            if ip.is_ipv4() != cidr.addr().is_ipv4() {
+                return Err(format!(
+                    "options:router {ip} is not of the family of {cidr}"
+                ));
+            }
+            Some(IpNet::new(ip, cidr.prefix_len()).map_err(|e| e.to_string())?)
+        }
+    };
+    let nd = match cidr.trunc() {
+        IpNet::V4(_) => None,
+        IpNet::V6(prefix) => {
+            let dns_servers = match row.options.get(keys::DHCP_DNS_SERVER) {
+                None => Vec::new(),
+                Some(raw) => crate::caps::frr::values::parse_dns_servers(raw)
+                    .map_err(|e| format!("options:dns_server: {e}"))?,
+            };
+            let stateless = row
+                .options
+                .get(keys::DHCP_V6_STATELESS)
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+            Some(NdPrefix {
+                prefix,
+                stateless,
+                dns_servers,
+            })
+        }
+    };
+    Ok((gateway, nd))
 }
 
 /// A localnet `tag` that can be a VLAN id (1..=4094); anything else means untagged.
@@ -278,6 +395,201 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    // ---- EVPN provider networks (`vrf` method)
+
+    /// The L3 EVPN networks served here: each provider switch with a localnet port of a physnet
+    /// mapped here and `neutron_bgpvpn:type = l3` gets its scope `evpn:<vni>` with one
+    /// `Localnet` attachment per such localnet port, whether or not anything is exposed in it
+    /// yet: its VRF is the network's router (the gateway addresses of its subnets). Upstream
+    /// creates the devices with the first exposure; a VM booting on the network needs its
+    /// gateway before that.
+    fn evpn_networks(&mut self) {
+        // (switch name, uuid) → its localnet ports mapped here, with their provider network;
+        // by name, so which of two networks claiming one VNI gets it does not depend on uuids.
+        let mut switches: BTreeMap<(String, String), Vec<(&'a Lsp, ProviderNetwork)>> =
+            BTreeMap::new();
+        let model = self.model;
+        for (physnet, _) in self.mappings.clone() {
+            for localnet in model.localnets_of_physnet(&physnet) {
+                if bad_name(&localnet.name).is_some() {
+                    continue; // reported by wire_bridges
+                }
+                let Some(ls) = model.switch_of_port(&localnet.uuid) else {
+                    continue;
+                };
+                let Some(provider) = self.provider_of_localnet(&ls.uuid, localnet) else {
+                    continue;
+                };
+                switches
+                    .entry((ls.name.clone(), ls.uuid.clone()))
+                    .or_default()
+                    .push((localnet, provider));
+            }
+        }
+        for ((_, ls_uuid), localnets) in switches {
+            let Some(ls) = model.switch(&ls_uuid) else {
+                continue;
+            };
+            let Some((evpn, mut params)) = self.evpn_settings(ls) else {
+                continue;
+            };
+            let (gateway_addresses, nd_prefixes) = self.dhcp_of_switch(ls);
+            for (localnet, provider) in localnets {
+                params
+                    .attachments
+                    .insert(EvpnAttachment::Localnet(LocalnetAttachment {
+                        provider: ProviderNetwork {
+                            evpn: Some(evpn.clone()),
+                            ..provider
+                        },
+                        port_uuid: localnet.uuid.clone(),
+                        port_name: localnet.name.clone(),
+                        gateway_addresses: gateway_addresses.clone(),
+                        nd_prefixes: nd_prefixes.clone(),
+                    }));
+            }
+            let scope = self.out.scope_mut(ScopeId::Evpn(evpn.vni));
+            match &mut scope.evpn {
+                None => scope.evpn = Some(params),
+                Some(first) if same_vrf(first, &params) => {
+                    // Two networks in one VNI with the same settings share its VRF.
+                    first.attachments.extend(params.attachments);
+                }
+                Some(_) => {
+                    self.skip_switch(
+                        ls,
+                        format!(
+                            "VNI {} is already the VRF of another network with other settings \
+                             (AS, RD or route targets): not exposed",
+                            evpn.vni
+                        ),
+                    );
+                    continue;
+                }
+            }
+            self.evpn_of_switch.insert(ls_uuid, evpn);
+        }
+    }
+
+    fn skip_switch(&mut self, ls: &LogicalSwitch, reason: impl Into<String>) {
+        self.skip_row(LogicalSwitch::TABLE, &ls.uuid, &ls.name, reason);
+    }
+
+    /// The EVPN settings of a provider switch, validated; `None` (reported when the switch
+    /// asks for EVPN) when it has none usable. Any unusable `neutron_bgpvpn:*` value refuses
+    /// the whole network: a VRF without the route targets or RD the operator set would import
+    /// or export routes of another VPN (FRR derives its own), and nothing of such a value may
+    /// reach vtysh.
+    fn evpn_settings(&mut self, ls: &LogicalSwitch) -> Option<(ProviderEvpn, EvpnParams)> {
+        let b = ls.bgpvpn();
+        if b.is_empty() && b.ignored.is_empty() {
+            return None; // not an EVPN network: its ports are reported when exposed
+        }
+        if b.vpn_type == Some(neutron::BgpvpnType::L2) {
+            self.skip_switch(
+                ls,
+                "neutron_bgpvpn:type = l2: an L2 VNI is not what the vrf method realises (upstream \
+                 serves only l3 networks with it)",
+            );
+            return None;
+        }
+        let mut problems: Vec<String> = b.ignored.iter().map(ToString::to_string).collect();
+        if b.vpn_type.is_none() && problems.is_empty() {
+            problems.push(format!("no {}", keys::BGPVPN_TYPE));
+        }
+        if b.vni.is_none() && !problems.iter().any(|p| p.contains(keys::BGPVPN_VNI)) {
+            problems.push(format!("no {}", keys::BGPVPN_VNI));
+        }
+        let vni = b.vni.and_then(|v| Vni::new(v).ok());
+        let bgp_as = match b.asn {
+            Some(a) => Asn::new(a).ok(),
+            None => self.options.bgp_as,
+        };
+        if bgp_as.is_none() && b.asn.is_none() {
+            problems.push("[DEFAULT] bgp_AS is not a usable AS number".to_owned());
+        }
+        let frr_values = |list: &[neutron::RouteTarget], problems: &mut Vec<String>| {
+            list.iter()
+                .filter_map(|v| match v.to_string().parse::<RouteTarget>() {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        problems.push(e.to_string());
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        let rt = frr_values(&b.rt, &mut problems);
+        let it = frr_values(&b.it, &mut problems);
+        let et = frr_values(&b.et, &mut problems);
+        let rd = match b
+            .rd
+            .first()
+            .map(|r| r.to_string().parse::<RouteDistinguisher>())
+        {
+            None => None,
+            Some(Ok(rd)) => Some(rd),
+            Some(Err(e)) => {
+                problems.push(e.to_string());
+                None
+            }
+        };
+        let (Some(vni), Some(bgp_as), true) = (vni, bgp_as, problems.is_empty()) else {
+            self.skip_switch(
+                ls,
+                format!(
+                    "EVPN settings not usable, the network is not exposed: {}",
+                    problems.join("; ")
+                ),
+            );
+            return None;
+        };
+        let evpn = ProviderEvpn {
+            vni,
+            l3: true,
+            rd,
+            route_targets: rt.clone(),
+            import_targets: it.clone(),
+            export_targets: et.clone(),
+        };
+        let mut params = EvpnParams::new(vni, bgp_as);
+        params.rd = rd;
+        // networking-bgpvpn's `rt` is import and export (upstream renders both lines).
+        params.import_targets = union(&rt, &it);
+        params.export_targets = union(&rt, &et);
+        params.redistribute = BTreeSet::from([Redistribute::Connected, Redistribute::Kernel]);
+        Some((evpn, params))
+    }
+
+    /// The gateway addresses (`options:router` with the subnet's prefix length) and IPv6 router
+    /// advertisements of a switch's subnets, from their DHCP_Options rows; a malformed row is
+    /// reported and left out.
+    fn dhcp_of_switch(&mut self, ls: &LogicalSwitch) -> (BTreeSet<IpNet>, BTreeSet<NdPrefix>) {
+        let mut gateways = BTreeSet::new();
+        let mut nd = BTreeSet::new();
+        let Some(network) = ls.network_id() else {
+            return (gateways, nd);
+        };
+        for row in self.model.dhcp_options_of_network(network) {
+            // A port's extra_dhcp_opts row repeats its subnet's and may override `router` for
+            // that port only: the network's gateway is its subnet's.
+            if row.is_port_specific() {
+                continue;
+            }
+            match dhcp_row(row) {
+                Ok((gateway, prefix)) => {
+                    gateways.extend(gateway);
+                    nd.extend(prefix);
+                }
+                Err(reason) => {
+                    let name = format!("{} {}", ls.name, row.cidr);
+                    self.skip_row(DhcpOptions::TABLE, &row.uuid, &name, reason);
+                }
+            }
+        }
+        (gateways, nd)
+    }
+
     /// `NB_Global.external_ids:neutron:fip-distributed`; unreadable values are reported and
     /// read as the default (distributed).
     fn fip_distributed(&mut self) -> bool {
@@ -294,21 +606,63 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The provider network of switch `ls_uuid`: a localnet port of a physnet mapped here.
+    /// The provider network of switch `ls_uuid`: a localnet port of a physnet mapped here,
+    /// with the switch's EVPN settings (`vrf` method).
     fn provider_of_switch(&self, ls_uuid: &str) -> Option<ProviderNetwork> {
         self.model
             .localnets_on_switch(ls_uuid)
             .into_iter()
-            .find_map(|localnet| {
-                let physnet = localnet.physnet()?;
-                let (_, bridge) = self.mappings.iter().find(|(p, _)| p == physnet)?;
-                Some(ProviderNetwork {
-                    physnet: physnet.to_owned(),
-                    bridge: bridge.clone(),
-                    vlan: valid_vlan(localnet.vlan_tag()),
-                    evpn: None,
-                })
-            })
+            .find_map(|localnet| self.provider_of_localnet(ls_uuid, localnet))
+    }
+
+    fn provider_of_localnet(&self, ls_uuid: &str, localnet: &Lsp) -> Option<ProviderNetwork> {
+        let physnet = localnet.physnet()?;
+        let (_, bridge) = self.mappings.iter().find(|(p, _)| p == physnet)?;
+        Some(ProviderNetwork {
+            physnet: physnet.to_owned(),
+            bridge: bridge.clone(),
+            vlan: valid_vlan(localnet.vlan_tag()),
+            evpn: self.evpn_of_switch.get(ls_uuid).cloned(),
+        })
+    }
+
+    /// Put an exposure where the exposing method wants it: the global scope (`underlay`), or
+    /// the EVPN scope of its provider network (`vrf`; reported when the network has none).
+    fn place(&mut self, mut ip: ExposedIp) {
+        if self.options.method == ExposingMethod::Underlay {
+            return self.out.expose_ip(ip);
+        }
+        match ip.provider.as_ref().map(|p| (p, p.evpn.as_ref())) {
+            Some((_, Some(evpn))) => {
+                // Upstream's vrf wiring answers NDP with the VRF side's own addresses and sets
+                // no proxy entries for the exposures.
+                ip.ndp_proxy.clear();
+                let scope = ScopeId::Evpn(evpn.vni);
+                self.out.scope_mut(scope).expose_ip(ip);
+            }
+            Some((provider, None)) => {
+                let row = format!("{} ({})", ip.ip, ip.source);
+                let reason = format!(
+                    "provider network {} (bridge {}{}) has no usable EVPN settings: the vrf \
+                     method exposes only networks with neutron_bgpvpn:type = l3 and a VNI",
+                    provider.physnet,
+                    provider.bridge,
+                    provider
+                        .vlan
+                        .map_or(String::new(), |v| format!(", VLAN {v}"))
+                );
+                self.out.skip(VRF_METHOD, row, reason);
+            }
+            None => {
+                let row = format!("{} ({})", ip.ip, ip.source);
+                self.out.skip(
+                    VRF_METHOD,
+                    row,
+                    "no provider network to route it through: the vrf method exposes \
+                     addresses only as routes in an EVPN network's VRF",
+                );
+            }
+        }
     }
 
     fn provider_of_switch_named(&self, name: &str) -> Option<ProviderNetwork> {
@@ -410,13 +764,26 @@ impl<'a> Ctx<'a> {
             );
             return None;
         };
+        if self.options.method == ExposingMethod::Vrf && provider.evpn.is_none() {
+            self.skip_row(
+                table,
+                &lrp.uuid,
+                &lrp.name,
+                format!(
+                    "gateway network {network:?} has no usable EVPN settings (neutron_bgpvpn:type \
+                     = l3 and a VNI): with exposing_method = vrf its addresses, floating IPs, \
+                     tenant networks and load balancers are not exposed"
+                ),
+            );
+            return None;
+        }
         for ip in &ips {
             let ndp_proxy = if ip.addr().is_ipv6() {
                 BTreeSet::from([ip.trunc()])
             } else {
                 BTreeSet::new()
             };
-            self.out.expose_ip(ExposedIp {
+            self.place(ExposedIp {
                 ip: ip.addr(),
                 kind: ExposureKind::GatewayPort,
                 source: lrp.name.clone(),
@@ -477,7 +844,7 @@ impl<'a> Ctx<'a> {
             ExposureKind::ProviderPort
         };
         for ip in ips {
-            self.out.expose_ip(ExposedIp {
+            self.place(ExposedIp {
                 ip: ip.addr(),
                 kind,
                 source: lsp.name.clone(),
@@ -527,7 +894,7 @@ impl<'a> Ctx<'a> {
         let Some(provider) = self.fip_provider(nat, None) else {
             return;
         };
-        self.out.expose_ip(ExposedIp {
+        self.place(ExposedIp {
             ip: fip,
             kind: ExposureKind::FloatingIp,
             source: lsp.name.clone(),
@@ -610,7 +977,7 @@ impl<'a> Ctx<'a> {
             } else {
                 nat.logical_port.clone()
             };
-            self.out.expose_ip(ExposedIp {
+            self.place(ExposedIp {
                 ip: fip,
                 kind: ExposureKind::FloatingIp,
                 source,
@@ -667,8 +1034,9 @@ impl<'a> Ctx<'a> {
                 {
                     continue;
                 }
-                match self.options.advertisement {
-                    TenantAdvertisement::Host => {
+                self.tenant_subnets.push(cidr);
+                match (self.options.advertisement, self.options.method) {
+                    (TenantAdvertisement::Host, ExposingMethod::Underlay) => {
                         self.out.global_mut().subnets.insert(ExposedSubnet {
                             router_ip: cidr,
                             via,
@@ -676,10 +1044,41 @@ impl<'a> Ctx<'a> {
                             source: rif.name.clone(),
                         });
                         if let Some(switch) = &switch {
-                            self.expose_tenant_ips(switch, cidr);
+                            self.expose_tenant_ips(switch, cidr, gw);
                         }
                     }
-                    TenantAdvertisement::Subnet => {
+                    (TenantAdvertisement::Host, ExposingMethod::Vrf) => {
+                        // Upstream's vrf host mode: the router interface address as a host
+                        // route via the gateway (not the subnet: only hosts are announced),
+                        // then each tenant VM the same way.
+                        self.place(ExposedIp {
+                            provider: Some(gw.provider.clone()),
+                            via: Some(via),
+                            ..ExposedIp::announced(
+                                cidr.addr(),
+                                ExposureKind::TenantPort,
+                                rif.name.clone(),
+                            )
+                        });
+                        if let Some(switch) = &switch {
+                            self.expose_tenant_ips(switch, cidr, gw);
+                        }
+                    }
+                    (TenantAdvertisement::Subnet, ExposingMethod::Vrf) => {
+                        // The prefix via the gateway in the network's VRF, redistributed from
+                        // the kernel table.
+                        if let Some(evpn) = &gw.provider.evpn {
+                            self.out.scope_mut(ScopeId::Evpn(evpn.vni)).subnets.insert(
+                                ExposedSubnet {
+                                    router_ip: cidr.trunc(),
+                                    via,
+                                    provider: gw.provider.clone(),
+                                    source: rif.name.clone(),
+                                },
+                            );
+                        }
+                    }
+                    (TenantAdvertisement::Subnet, ExposingMethod::Underlay) => {
                         let prefix = cidr.trunc();
                         self.out.global_mut().subnets.insert(ExposedSubnet {
                             router_ip: prefix,
@@ -700,8 +1099,34 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A tenant address behind gateway `gw`: only announced (`underlay`: the subnet route
+    /// carries it), or a route via the gateway in its network's VRF (`vrf`). `None` when the
+    /// gateway has no address of its family.
+    fn tenant_ip(
+        &self,
+        ip: IpAddr,
+        kind: ExposureKind,
+        source: String,
+        gw: &LocalGateway<'a>,
+    ) -> Option<ExposedIp> {
+        let announced = ExposedIp::announced(ip, kind, source);
+        if self.options.method == ExposingMethod::Underlay {
+            return Some(announced);
+        }
+        let via = gw
+            .ips
+            .iter()
+            .map(IpNet::addr)
+            .find(|g| g.is_ipv4() == ip.is_ipv4())?;
+        Some(ExposedIp {
+            provider: Some(gw.provider.clone()),
+            via: Some(via),
+            ..announced
+        })
+    }
+
     /// Host mode: the active VM and virtual ports of the tenant switch inside `subnet`.
-    fn expose_tenant_ips(&mut self, switch: &str, subnet: IpNet) {
+    fn expose_tenant_ips(&mut self, switch: &str, subnet: IpNet, gw: &LocalGateway<'a>) {
         let network = subnet.trunc();
         for port in self.model.ports_on_switch(switch) {
             if !is_vm_type(&port.port_type) || port.up != Some(true) {
@@ -718,12 +1143,10 @@ impl<'a> Ctx<'a> {
                 if network.contains(&addr)
                     && self.options.tenant.allows_ip(addr)
                     && self.options.tenant.allows_scope(&port.external_ids, addr)
+                    && let Some(ip) =
+                        self.tenant_ip(addr, ExposureKind::TenantPort, port.name.clone(), gw)
                 {
-                    self.out.expose_ip(ExposedIp::announced(
-                        addr,
-                        ExposureKind::TenantPort,
-                        port.name.clone(),
-                    ));
+                    self.place(ip);
                 }
             }
         }
@@ -756,7 +1179,7 @@ impl<'a> Ctx<'a> {
                 self.skip_lb(lb, format!("bad VIP {key:?}"));
                 continue;
             };
-            self.out.expose_ip(ExposedIp {
+            self.place(ExposedIp {
                 ip,
                 kind: ExposureKind::FloatingIp,
                 source: lb.name.clone(),
@@ -796,7 +1219,7 @@ impl<'a> Ctx<'a> {
                         .switch_of_port(&port.uuid)
                         .and_then(|ls| self.provider_of_switch(&ls.uuid));
                     match provider {
-                        Some(provider) => self.out.expose_ip(ExposedIp {
+                        Some(provider) => self.place(ExposedIp {
                             ip: vip,
                             kind: ExposureKind::LoadBalancerVip,
                             source: lb.name.clone(),
@@ -810,11 +1233,18 @@ impl<'a> Ctx<'a> {
                             && self.options.tenant.allows_ip(vip)
                             && self.tenant_subnet_exposed(vip) =>
                         {
-                            self.out.expose_ip(ExposedIp::announced(
+                            match self.tenant_ip(
                                 vip,
                                 ExposureKind::LoadBalancerVip,
                                 lb.name.clone(),
-                            ));
+                                gw,
+                            ) {
+                                Some(ip) => self.place(ip),
+                                None => self.skip_lb(
+                                    lb,
+                                    format!("VIP {vip}: the gateway has no address of its family"),
+                                ),
+                            }
                         }
                         None => {}
                     }
@@ -822,7 +1252,7 @@ impl<'a> Ctx<'a> {
             }
         }
         if let Some(fip) = octavia.vip_fip {
-            self.out.expose_ip(ExposedIp {
+            self.place(ExposedIp {
                 ip: fip,
                 kind: ExposureKind::FloatingIp,
                 source: lb.name.clone(),
@@ -836,16 +1266,12 @@ impl<'a> Ctx<'a> {
 
     /// Whether `ip` is inside a tenant subnet exposed so far (its router's, computed before).
     fn tenant_subnet_exposed(&self, ip: IpAddr) -> bool {
-        self.out
-            .global()
-            .subnets
-            .iter()
-            .any(|s| s.router_ip.trunc().contains(&ip))
+        self.tenant_subnets.iter().any(|s| s.trunc().contains(&ip))
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -859,6 +1285,212 @@ mod tests {
         assert_eq!(vip_address("172.24.4.40"), "172.24.4.40".parse().ok());
         assert_eq!(vip_address("nonsense:22"), None);
         assert_eq!(vip_address("[2001:db8::40"), None);
+    }
+
+    use crate::ovn::nb::model::{LOCALNET, LogicalSwitch};
+
+    fn dhcp(cidr: &str, options: &[(&str, &str)]) -> DhcpOptions {
+        DhcpOptions {
+            uuid: "d".into(),
+            cidr: cidr.into(),
+            options: options
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dhcp_rows_give_gateway_addresses_and_router_advertisements() {
+        let (gw, nd) = dhcp_row(&dhcp("10.0.0.0/24", &[("router", "10.0.0.1")])).unwrap();
+        assert_eq!(gw, "10.0.0.1/24".parse().ok());
+        assert_eq!(nd, None);
+        let (gw, nd) = dhcp_row(&dhcp(
+            "2001:db8::/64",
+            &[
+                ("dhcpv6_stateless", "true"),
+                ("dns_server", "{2001:db8::53, 2001:db8::54}"),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(gw, None);
+        let nd = nd.unwrap();
+        assert!(nd.stateless);
+        assert_eq!(nd.prefix.to_string(), "2001:db8::/64");
+        assert_eq!(nd.dns_servers.len(), 2);
+        // Stateful: router advertisements with no-autoconfig; DHCP off: no gateway.
+        let (gw, nd) = dhcp_row(&dhcp("2001:db8:1::/64", &[])).unwrap();
+        assert_eq!(gw, None);
+        assert!(!nd.unwrap().stateless);
+        for (cidr, options) in [
+            ("10.0.0.0/24\nexit", vec![]),
+            ("10.0.0.0/24", vec![("router", "10.0.0.1; rm -rf /")]),
+            ("10.0.0.0/24", vec![("router", "2001:db8::1")]),
+            (
+                "2001:db8::/64",
+                vec![("dns_server", "{2001:db8::53, exit}")],
+            ),
+        ] {
+            assert!(
+                dhcp_row(&dhcp(cidr, &options)).is_err(),
+                "{cidr} {options:?} accepted"
+            );
+        }
+    }
+
+    /// A provider switch `neutron-net1` (uuid `ls`) with a localnet port of physnet `public`,
+    /// and `ids` as its `external_ids`.
+    pub(crate) fn evpn_model(ids: &[(&str, &str)]) -> NbModel {
+        let mut m = NbModel::default();
+        let mut ln = Lsp {
+            uuid: "abcdef12-3456-4890-abcd-ef1234567890".into(),
+            name: "provnet-1".into(),
+            port_type: LOCALNET.into(),
+            ..Default::default()
+        };
+        ln.options.insert("network_name".into(), "public".into());
+        m.upsert_lsp(ln);
+        m.upsert_switch(LogicalSwitch {
+            uuid: "ls".into(),
+            name: "neutron-net1".into(),
+            ports: vec!["abcdef12-3456-4890-abcd-ef1234567890".into()],
+            external_ids: ids
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        });
+        m
+    }
+
+    fn vrf_options() -> NbOptions {
+        NbOptions {
+            method: ExposingMethod::Vrf,
+            bgp_as: Asn::new(64999).ok(),
+            ..Default::default()
+        }
+    }
+
+    fn local() -> LocalChassis {
+        LocalChassis {
+            hostname: "node1".into(),
+            system_id: "sys-1".into(),
+            bridge_mappings: vec![("public".into(), "br-ex".into())],
+        }
+    }
+
+    #[test]
+    fn evpn_settings_give_the_scope_parameters() {
+        let m = evpn_model(&[
+            (keys::BGPVPN_TYPE, "l3"),
+            (keys::BGPVPN_VNI, "100"),
+            (keys::BGPVPN_RT, "['64999:1']"),
+            (keys::BGPVPN_IT, "['64999:2', '64999:1']"),
+            (keys::BGPVPN_ET, "['64999:3']"),
+            (keys::BGPVPN_RD, "['10.0.0.1:7', '10.0.0.1:8']"),
+        ]);
+        let set = compute(&m, &local(), &vrf_options(), None);
+        assert!(set.skipped.is_empty(), "{:?}", set.skipped);
+        let vni = Vni::new(100).unwrap();
+        let p = set.scopes[&ScopeId::Evpn(vni)].evpn.clone().unwrap();
+        let text = |v: &[RouteTarget]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(p.bgp_as.get(), 64999);
+        assert_eq!(text(&p.import_targets), ["64999:1", "64999:2"]);
+        assert_eq!(text(&p.export_targets), ["64999:1", "64999:3"]);
+        assert_eq!(p.rd.map(|r| r.to_string()).as_deref(), Some("10.0.0.1:7"));
+        assert_eq!(
+            p.redistribute,
+            BTreeSet::from([Redistribute::Connected, Redistribute::Kernel])
+        );
+        let [EvpnAttachment::Localnet(l)] = p.attachments.iter().collect::<Vec<_>>()[..] else {
+            panic!("one localnet attachment: {:?}", p.attachments);
+        };
+        assert_eq!(l.port_name, "provnet-1");
+        assert_eq!(l.provider.bridge.as_str(), "br-ex");
+        assert_eq!(l.provider.evpn.as_ref().map(|e| e.vni), Some(vni));
+
+        // neutron_bgpvpn:as wins over [DEFAULT] bgp_AS.
+        let m = evpn_model(&[
+            (keys::BGPVPN_TYPE, "l3"),
+            (keys::BGPVPN_VNI, "100"),
+            (keys::BGPVPN_AS, "65001"),
+        ]);
+        let set = compute(&m, &local(), &vrf_options(), None);
+        let p = set.scopes[&ScopeId::Evpn(vni)].evpn.clone().unwrap();
+        assert_eq!(p.bgp_as.get(), 65001);
+        // The underlay method reads none of it.
+        let set = compute(&m, &local(), &NbOptions::default(), None);
+        assert_eq!(set.scopes.len(), 1, "{:?}", set.scopes.keys());
+    }
+
+    #[test]
+    fn hostile_or_incomplete_evpn_settings_refuse_the_network() {
+        for (ids, why) in [
+            (vec![(keys::BGPVPN_TYPE, "l3")], "no neutron_bgpvpn:vni"),
+            (
+                vec![(keys::BGPVPN_TYPE, "l3"), (keys::BGPVPN_VNI, "abc")],
+                "VNI",
+            ),
+            (
+                vec![(keys::BGPVPN_TYPE, "l3"), (keys::BGPVPN_VNI, "16777216")],
+                "VNI",
+            ),
+            (
+                vec![
+                    (keys::BGPVPN_TYPE, "l3"),
+                    (keys::BGPVPN_VNI, "100"),
+                    (keys::BGPVPN_RT, "['64999:1\\nexit']"),
+                ],
+                keys::BGPVPN_RT,
+            ),
+            (
+                vec![
+                    (keys::BGPVPN_TYPE, "l3"),
+                    (keys::BGPVPN_VNI, "100"),
+                    (keys::BGPVPN_RT, "['64999:1;']"),
+                ],
+                keys::BGPVPN_RT,
+            ),
+            (
+                vec![
+                    (keys::BGPVPN_TYPE, "l3"),
+                    (keys::BGPVPN_VNI, "100"),
+                    (keys::BGPVPN_ET, "[64999:1]"),
+                ],
+                keys::BGPVPN_ET,
+            ),
+            (
+                vec![
+                    (keys::BGPVPN_TYPE, "l3"),
+                    (keys::BGPVPN_VNI, "100"),
+                    (keys::BGPVPN_AS, "0"),
+                ],
+                keys::BGPVPN_AS,
+            ),
+            (
+                vec![(keys::BGPVPN_TYPE, "l2"), (keys::BGPVPN_VNI, "100")],
+                "l2",
+            ),
+        ] {
+            let set = compute(&evpn_model(&ids), &local(), &vrf_options(), None);
+            assert_eq!(set.scopes.len(), 1, "{ids:?}: {:?}", set.scopes.keys());
+            assert!(
+                set.skipped
+                    .iter()
+                    .any(|r| r.table == "Logical_Switch" && r.reason.contains(why)),
+                "{ids:?}: {:?}",
+                set.skipped
+            );
+            assert!(
+                set.skipped.iter().all(|r| !r.row.contains('\n')),
+                "{:?}",
+                set.skipped
+            );
+        }
+        // No settings at all: not an EVPN network, nothing reported for the switch itself.
+        let set = compute(&evpn_model(&[]), &local(), &vrf_options(), None);
+        assert_eq!(set.scopes.len(), 1);
+        assert!(set.skipped.is_empty(), "{:?}", set.skipped);
     }
 
     #[test]

@@ -6,9 +6,11 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::compute::{LocalChassis, NbOptions};
-use crate::ovn::nb::model::{Lsp, NbModel};
+use super::compute::{ExposingMethod, LocalChassis, NbOptions, VRF_METHOD, compute};
+use crate::exposure::ScopeId;
+use crate::ovn::nb::model::{LogicalSwitch, Lsp, NbModel};
 use crate::ovn::neutron::{self, keys};
+use crate::ovn::table::OvnTable;
 use crate::plugin::ExplainQuery;
 
 fn port_mentions(lsp: &Lsp, q: &ExplainQuery) -> bool {
@@ -108,6 +110,11 @@ pub(crate) fn explain(
                          gateway hosted here, with tenant networks on)",
                         ls.name
                     ));
+                }
+                if options.method == ExposingMethod::Vrf
+                    && !model.localnets_on_switch(&ls.uuid).is_empty()
+                {
+                    out.push(format!("  switch {}: {}", ls.name, evpn_reading(ls)));
                 }
                 for ln in localnets {
                     let physnet = ln.physnet().unwrap_or("");
@@ -210,6 +217,9 @@ pub(crate) fn explain(
             lb.vips.keys().collect::<Vec<_>>()
         ));
     }
+    if options.method == ExposingMethod::Vrf {
+        out.extend(vrf_scopes(model, local, options, hosted, q));
+    }
     if out.is_empty() {
         out.push(format!(
             "no row of this chassis' Northbound view mentions {}: the NB driver monitors the \
@@ -221,4 +231,149 @@ pub(crate) fn explain(
         ));
     }
     out
+}
+
+/// A provider switch's EVPN settings as the `vrf` method reads them.
+fn evpn_reading(ls: &LogicalSwitch) -> String {
+    let b = ls.bgpvpn();
+    if b.is_empty() && b.ignored.is_empty() {
+        return "no neutron_bgpvpn:* settings: with exposing_method = vrf nothing on it is \
+                exposed"
+            .to_owned();
+    }
+    let problems: Vec<String> = b.ignored.iter().map(ToString::to_string).collect();
+    match (b.vpn_type, b.vni) {
+        _ if !problems.is_empty() => format!(
+            "EVPN settings not usable ({}): the network is not exposed",
+            problems.join("; ")
+        ),
+        (Some(neutron::BgpvpnType::L3), Some(vni)) => format!(
+            "L3 EVPN network, VNI {vni} (scope evpn:{vni}), AS {}, RD {:?}, rt {:?}, it {:?}, \
+             et {:?}",
+            b.asn
+                .map_or("[DEFAULT] bgp_AS".to_owned(), |a| a.to_string()),
+            b.rd.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            b.rt.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            b.it.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            b.et.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ),
+        (Some(neutron::BgpvpnType::L2), _) => {
+            "neutron_bgpvpn:type = l2: not served by the vrf method".to_owned()
+        }
+        _ => "neutron_bgpvpn:type = l3 and a VNI are both needed: not an EVPN network".to_owned(),
+    }
+}
+
+/// `vrf` method: which EVPN scope the queried address (or the port's addresses) lands in, or
+/// the reasons it was refused. Computes the exposures once, on demand.
+fn vrf_scopes(
+    model: &NbModel,
+    local: &LocalChassis,
+    options: &NbOptions,
+    hosted: Option<&std::collections::BTreeSet<String>>,
+    q: &ExplainQuery,
+) -> Vec<String> {
+    let set = compute(model, local, options, hosted);
+    let mut out = Vec::new();
+    for (scope, exposed) in set.all_ips() {
+        if q.ip != Some(exposed.ip) && exposed.source != q.text {
+            continue;
+        }
+        let vrf = match scope {
+            ScopeId::Evpn(vni) => format!("scope {scope}: VRF vrf-{vni}, table {vni}"),
+            ScopeId::Global => format!("scope {scope}"),
+        };
+        out.push(format!(
+            "{} ({:?} from {}) is exposed in {vrf}{}{}",
+            exposed.ip,
+            exposed.kind,
+            exposed.source,
+            exposed
+                .via
+                .map_or(String::new(), |v| format!(", routed via {v}")),
+            exposed
+                .provider
+                .as_ref()
+                .map_or(String::new(), |p| format!(", through bridge {}", p.bridge)),
+        ));
+    }
+    for skipped in &set.skipped {
+        let mentions = skipped.row.contains(&q.text)
+            || q.ip.is_some_and(|ip| skipped.row.contains(&ip.to_string()));
+        if mentions && (skipped.table == VRF_METHOD || skipped.table == LogicalSwitch::TABLE) {
+            out.push(format!(
+                "not exposed ({}: {}): {}",
+                skipped.table, skipped.row, skipped.reason
+            ));
+        }
+    }
+    if out.is_empty() && q.ip.is_some() {
+        out.push(format!(
+            "{} is in no EVPN scope of this chassis (exposing_method = vrf)",
+            q.text
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::frr::values::Asn;
+
+    /// The provider switch of the computation's tests with a VM bound to node1 on it.
+    fn model(ids: &[(&str, &str)]) -> NbModel {
+        let mut m = super::super::compute::tests::evpn_model(ids);
+        let mut vm = Lsp {
+            uuid: "vm-uuid".into(),
+            name: "vm1".into(),
+            addresses: vec!["fa:16:3e:00:00:01 172.24.4.21".into()],
+            up: Some(true),
+            ..Default::default()
+        };
+        vm.options
+            .insert(keys::REQUESTED_CHASSIS.into(), "node1".into());
+        m.upsert_lsp(vm);
+        let mut ls = m.switch("ls").cloned().expect("the provider switch");
+        ls.ports.push("vm-uuid".into());
+        m.upsert_switch(ls);
+        m
+    }
+
+    fn lines(m: &NbModel, q: &str) -> String {
+        let local = LocalChassis {
+            hostname: "node1".into(),
+            system_id: "sys-1".into(),
+            bridge_mappings: vec![("public".into(), "br-ex".into())],
+        };
+        let options = NbOptions {
+            method: ExposingMethod::Vrf,
+            bgp_as: Asn::new(64999).ok(),
+            ..Default::default()
+        };
+        explain(m, &local, &options, None, &ExplainQuery::new(q)).join("\n")
+    }
+
+    #[test]
+    fn explain_names_the_evpn_scope_or_why_there_is_none() {
+        let evpn = model(&[(keys::BGPVPN_TYPE, "l3"), (keys::BGPVPN_VNI, "100")]);
+        let text = lines(&evpn, "172.24.4.21");
+        assert!(text.contains("L3 EVPN network, VNI 100"), "{text}");
+        assert!(
+            text.contains("is exposed in scope evpn:100: VRF vrf-100, table 100"),
+            "{text}"
+        );
+        let plain = model(&[]);
+        let text = lines(&plain, "172.24.4.21");
+        assert!(text.contains("no neutron_bgpvpn:* settings"), "{text}");
+        assert!(text.contains("has no usable EVPN settings"), "{text}");
+        let hostile = model(&[
+            (keys::BGPVPN_TYPE, "l3"),
+            (keys::BGPVPN_VNI, "100"),
+            (keys::BGPVPN_RT, "['1:1; exit']"),
+        ]);
+        let text = lines(&hostile, "vm1");
+        assert!(text.contains("EVPN settings not usable"), "{text}");
+        assert!(!text.contains("is exposed in scope"), "{text}");
+    }
 }

@@ -9,8 +9,9 @@
 //! - [`replay`]: the step-wise replay hook (the model, condition policy and computation of the
 //!   live driver, fed by the replay engine).
 //!
-//! Only the `underlay` exposing method is built for this driver so far: `vrf` and `ovn` are
-//! listed (upstream supports them) and refused at once with "not implemented yet".
+//! Built exposing methods: `underlay` (everything in the default VRF, announced from `bgp-nic`)
+//! and `vrf` (each L3 EVPN provider network in a VRF of its own, realised by `backends/vrf`);
+//! `ovn` is listed (upstream supports it) and refused at once with "not implemented yet".
 
 pub mod compute;
 pub(crate) mod explain;
@@ -21,7 +22,7 @@ use crate::config::{AgentConfig, TenantAdvertisement as ConfigAdvertisement};
 use crate::ovn::nb::condition::NbConditionPolicy;
 use crate::ovn::tenant::TenantOptions;
 use crate::plugin::{Driver, DriverRegistration, PluginContext, PluginError};
-use compute::{NbOptions, TenantAdvertisement};
+use compute::{ExposingMethod, NbOptions, TenantAdvertisement};
 
 pub const NAME: &str = "nb_ovn_bgp_driver";
 
@@ -35,6 +36,14 @@ pub fn nb_options(config: &AgentConfig) -> NbOptions {
             ConfigAdvertisement::Subnet => TenantAdvertisement::Subnet,
         },
         require_snat_disabled_for_tenant_networks: d.require_snat_disabled_for_tenant_networks,
+        method: if d.exposing_method == "vrf" {
+            ExposingMethod::Vrf
+        } else {
+            ExposingMethod::Underlay
+        },
+        // Checked when the configuration is loaded; an unusable value is reported per EVPN
+        // network by the computation, not a panic here.
+        bgp_as: d.bgp_as.trim().parse().ok(),
     }
 }
 
@@ -46,12 +55,13 @@ pub fn policy(config: &AgentConfig, options: &NbOptions) -> NbConditionPolicy {
         follow_tenant_networks: options.tenant.enabled(),
         snat_rules: options.require_snat_disabled_for_tenant_networks,
         all_vm_ports: config.ovn.nb_watch_all_vm_ports,
+        evpn: options.method == ExposingMethod::Vrf,
     }
 }
 
 /// The exposing methods this driver is built for; the others it lists are refused by the
 /// factory before anything connects.
-const BUILT_BACKENDS: [&str; 1] = ["underlay"];
+const BUILT_BACKENDS: [&str; 2] = ["underlay", "vrf"];
 
 fn factory(ctx: &PluginContext) -> Result<Box<dyn Driver>, PluginError> {
     let method = &ctx.config.default.exposing_method;

@@ -57,12 +57,16 @@ impl NbBgpReplay {
             lrp_status: self.lrp_status.get(),
             ..self.policy_base.clone()
         };
-        monitor_conditions(&policy.wanted(
-            &self.feed.model,
-            &self.local.system_id,
-            &self.local.hostname,
-            self.hosted.as_ref(),
-        ))
+        monitor_conditions(
+            &policy.wanted(
+                &self.feed.model,
+                &self.local.system_id,
+                &self.local.hostname,
+                &self.local.bridge_mappings,
+                self.hosted.as_ref(),
+            ),
+            policy.evpn,
+        )
     }
 }
 

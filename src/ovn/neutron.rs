@@ -45,6 +45,15 @@ pub mod keys {
     pub const BGPVPN_RT: &str = "neutron_bgpvpn:rt";
     pub const BGPVPN_IT: &str = "neutron_bgpvpn:it";
     pub const BGPVPN_ET: &str = "neutron_bgpvpn:et";
+    /// The Neutron network of a DHCP_Options row, as a bare id.
+    pub const NETWORK_ID: &str = "neutron:network_id";
+    /// Marks a DHCP_Options row holding one port's `extra_dhcp_opts`, not its subnet's.
+    pub const DHCP_PORT_ID: &str = "port_id";
+    /// `DHCP_Options.options` Neutron writes: the subnet's gateway, its DNS servers
+    /// (`"{a, b}"`), and `"true"` for an IPv6 subnet in `dhcpv6-stateless` mode.
+    pub const DHCP_ROUTER: &str = "router";
+    pub const DHCP_DNS_SERVER: &str = "dns_server";
+    pub const DHCP_V6_STATELESS: &str = "dhcpv6_stateless";
     /// In `options` of an LSP: the hostname(s) the port is bound to, a comma list during live
     /// migration.
     pub const REQUESTED_CHASSIS: &str = "requested-chassis";

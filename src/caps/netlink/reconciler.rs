@@ -829,11 +829,14 @@ fn plan_addresses<'a>(
             );
         }
     }
-    // Only host addresses are the agent's (an operator's /24 on bgp-nic stays).
+    // Only host addresses are the agent's (an operator's /24 on bgp-nic stays), except on the
+    // devices whose every address is.
+    let all_owned = table.indexes(&desired.ownership.all_address_devices);
     let hosts = observed
         .into_iter()
-        .filter(|(_, addr)| addr.prefix_len() == addr.max_prefix_len());
-    let owned = table.indexes(&desired.ownership.address_devices);
+        .filter(|(i, addr)| addr.prefix_len() == addr.max_prefix_len() || all_owned.contains(i));
+    let mut owned = table.indexes(&desired.ownership.address_devices);
+    owned.extend(all_owned.iter().copied());
     for (i, addr) in stale_on_owned(hosts, &owned, &wanted) {
         if held.addresses.contains(&(table.name_of(i), addr)) {
             continue;

@@ -16,13 +16,14 @@
 //! | Logical_Switch | `ports includes <uuid>` for every localnet port (provider switches) and, with tenant networks, every router-interface port of a local router | the provider switches and the tenant switches behind local routers |
 //! | NAT | `gateway_port == <lrp uuid>` per local gateway (centralized FIPs); `logical_port == <port>` for each port listing this host with `neutron:port_fip` (distributed FIPs); `type == "snat"` when `require_snat_disabled_for_tenant_networks` | NAT has no router column: the NATs of a local router without `gateway_port` (Neutron before it set the column) could only be named by `_uuid`, which the agent's condition evaluator does not take; such rows are used when present but not asked for |
 //! | Load_Balancer | `external_ids includes {lr_ref: neutron-<id>}` and `{neutron:router_name: neutron-<id>}` per local router | Octavia's and the port forwardings' LBs of local routers (the values Octavia and Neutron write, exactly) |
+//! | DHCP_Options (`exposing_method = vrf` only) | `external_ids includes {neutron:network_id: <id>}` for each L3 EVPN provider switch (`neutron_bgpvpn:type = l3` with a VNI) with a localnet port of a physnet mapped here | the gateway addresses and IPv6 prefixes of the EVPN networks this chassis serves, not every subnet of the cloud; Neutron writes the network id on each subnet's row |
 //! | NB_Global | every row | one row |
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{
-    LOCALNET, LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel, SNAT,
-    VIRTUAL,
+    DhcpOptions, LOCALNET, LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal,
+    NbModel, SNAT, VIRTUAL,
 };
 use crate::caps::ovsdb::{Clause, Datum, Function, MonitorCondition, Uuid};
 use crate::ovn::neutron::{self, keys};
@@ -59,6 +60,8 @@ pub enum NbClause {
         key: &'static str,
         router_id: String,
     },
+    /// DHCP_Options `external_ids includes {neutron:network_id: <network id>}`.
+    DhcpOfNetwork(String),
 }
 
 impl NbClause {
@@ -76,6 +79,7 @@ impl NbClause {
                 Nat::TABLE
             }
             NbClause::LbRouter { .. } => LoadBalancer::TABLE,
+            NbClause::DhcpOfNetwork(_) => DhcpOptions::TABLE,
         }
     }
 
@@ -107,6 +111,11 @@ impl NbClause {
                 Function::Includes,
                 pair(key, &neutron::network_switch_name(router_id)),
             ),
+            NbClause::DhcpOfNetwork(id) => Clause::new(
+                "external_ids",
+                Function::Includes,
+                pair(keys::NETWORK_ID, id),
+            ),
         })
     }
 }
@@ -123,16 +132,25 @@ pub const NB_TABLES: [&str; 7] = [
 ];
 
 /// The monitor condition of every NB table for a clause set: NB_Global whole, every other table
-/// the rows its clauses select (none when it has no clause).
-pub fn monitor_conditions(clauses: &BTreeSet<NbClause>) -> BTreeMap<String, MonitorCondition> {
+/// the rows its clauses select (none when it has no clause). `DHCP_Options` is monitored (and
+/// so listed) only with `evpn`, the `vrf` exposing method.
+pub fn monitor_conditions(
+    clauses: &BTreeSet<NbClause>,
+    evpn: bool,
+) -> BTreeMap<String, MonitorCondition> {
     let mut out: BTreeMap<String, Vec<Clause>> = NB_TABLES
         .iter()
         .filter(|t| **t != NbGlobal::TABLE)
         .map(|t| ((*t).to_owned(), Vec::new()))
         .collect();
+    if evpn {
+        out.insert(DhcpOptions::TABLE.to_owned(), Vec::new());
+    }
     for c in clauses {
-        if let Some(clause) = c.to_clause() {
-            out.entry(c.table().to_owned()).or_default().push(clause);
+        if let Some(clause) = c.to_clause()
+            && let Some(table) = out.get_mut(c.table())
+        {
+            table.push(clause);
         }
     }
     let mut conditions: BTreeMap<String, MonitorCondition> = out
@@ -156,16 +174,20 @@ pub struct NbConditionPolicy {
     /// `[ovn] nb_watch_all_vm_ports`: every VM and virtual port of the cloud too (upstream's
     /// view), for migrations written without `activation-strategy`.
     pub all_vm_ports: bool,
+    /// `exposing_method = vrf`: the DHCP options of the L3 EVPN provider networks served here.
+    pub evpn: bool,
 }
 
 impl NbConditionPolicy {
-    /// The clauses `model` calls for on the chassis `system_id`/`hostname`, with the gateways
-    /// `hosted` here according to the Southbound when the NB cannot say it.
+    /// The clauses `model` calls for on the chassis `system_id`/`hostname` with its
+    /// `ovn-bridge-mappings` (physnet, bridge), with the gateways `hosted` here according to
+    /// the Southbound when the NB cannot say it.
     pub fn wanted(
         &self,
         model: &NbModel,
         system_id: &str,
         hostname: &str,
+        bridge_mappings: &[(String, String)],
         hosted: Option<&BTreeSet<String>>,
     ) -> BTreeSet<NbClause> {
         let mut want = BTreeSet::from([
@@ -199,6 +221,20 @@ impl NbConditionPolicy {
         }
         for localnet in model.localnets() {
             want.insert(NbClause::SwitchHasPort(localnet.uuid.clone()));
+        }
+        if self.evpn {
+            // Through the index of the localnet ports of each physnet mapped here: no scan of
+            // the provider switches of the cloud.
+            for (physnet, _) in bridge_mappings {
+                for localnet in model.localnets_of_physnet(physnet) {
+                    if let Some(ls) = model.switch_of_port(&localnet.uuid)
+                        && ls.is_l3_evpn()
+                        && let Some(id) = ls.network_id()
+                    {
+                        want.insert(NbClause::DhcpOfNetwork(id.to_owned()));
+                    }
+                }
+            }
         }
         for port in model.ports_listing_host(hostname) {
             if port.external_ids.contains_key(keys::PORT_FIP) {
@@ -301,6 +337,7 @@ mod tests {
             uuid: TENANT_LS.into(),
             name: "neutron-t1".into(),
             ports: vec![RIF.into()],
+            ..Default::default()
         });
         let mut lb = LoadBalancer {
             uuid: "lb".into(),
@@ -371,11 +408,12 @@ mod tests {
             follow_tenant_networks: false,
             snat_rules: true,
             all_vm_ports: false,
+            evpn: false,
         };
         let mut expect = base();
         expect.insert(C::LrpHostedOn("sys-1".into()));
         expect.extend(router_clauses());
-        assert_eq!(p.wanted(&m, "sys-1", "node1", None), expect);
+        assert_eq!(p.wanted(&m, "sys-1", "node1", &[], None), expect);
 
         // Tenant networks: the router's interfaces and their switches, and SNAT rules.
         let p = NbConditionPolicy {
@@ -394,13 +432,13 @@ mod tests {
             },
             C::NatType(SNAT.into()),
         ]);
-        assert_eq!(p.wanted(&m, "sys-1", "node1", None), expect);
+        assert_eq!(p.wanted(&m, "sys-1", "node1", &[], None), expect);
 
         // Another chassis: no gateway, no router.
         let mut other = base();
         other.insert(C::LrpHostedOn("sys-2".into()));
         other.insert(C::NatType(SNAT.into()));
-        assert_eq!(p.wanted(&m, "sys-2", "node1", None), other);
+        assert_eq!(p.wanted(&m, "sys-2", "node1", &[], None), other);
     }
 
     #[test]
@@ -411,15 +449,16 @@ mod tests {
             follow_tenant_networks: false,
             snat_rules: false,
             all_vm_ports: false,
+            evpn: false,
         };
         // Nothing hosted known: no LRP clause at all (an empty condition selects nothing).
-        assert_eq!(p.wanted(&m, "sys-1", "node1", None), base());
+        assert_eq!(p.wanted(&m, "sys-1", "node1", &[], None), base());
         let hosted = BTreeSet::from(["lrp-gw".to_owned()]);
         let mut expect = base();
         expect.insert(C::LrpNamed("lrp-gw".into()));
         expect.extend(router_clauses());
-        assert_eq!(p.wanted(&m, "sys-9", "node1", Some(&hosted)), expect);
-        let conditions = monitor_conditions(&expect);
+        assert_eq!(p.wanted(&m, "sys-9", "node1", &[], Some(&hosted)), expect);
+        let conditions = monitor_conditions(&expect, false);
         assert_eq!(conditions.len(), 7);
         assert_eq!(conditions["NB_Global"], MonitorCondition::All);
         assert_eq!(
@@ -451,21 +490,79 @@ mod tests {
             follow_tenant_networks: false,
             snat_rules: false,
             all_vm_ports: false,
+            evpn: false,
         };
         let wide = NbConditionPolicy {
             all_vm_ports: true,
             ..narrow.clone()
         };
-        let mut expect = narrow.wanted(&m, "sys-1", "node1", None);
+        let mut expect = narrow.wanted(&m, "sys-1", "node1", &[], None);
         assert!(!expect.contains(&C::LspType(String::new())));
         expect.insert(C::LspType(String::new()));
         expect.insert(C::LspType(VIRTUAL.into()));
-        assert_eq!(wide.wanted(&m, "sys-1", "node1", None), expect);
+        assert_eq!(wide.wanted(&m, "sys-1", "node1", &[], None), expect);
+    }
+
+    #[test]
+    fn the_vrf_method_monitors_the_dhcp_options_of_the_evpn_networks_served_here() {
+        let mut m = model();
+        let evpn_ls = |name: &str, ports: Vec<String>, vni: &str| LogicalSwitch {
+            uuid: format!("ls-{name}"),
+            name: format!("neutron-{name}"),
+            ports,
+            external_ids: [
+                ("neutron_bgpvpn:type".to_owned(), "l3".to_owned()),
+                ("neutron_bgpvpn:vni".to_owned(), vni.to_owned()),
+            ]
+            .into(),
+        };
+        m.upsert_switch(evpn_ls("net-1", vec![LN.into()], "100"));
+        // An EVPN network of a physnet not mapped here, and one with an unusable VNI.
+        let mut far = Lsp {
+            uuid: "aaaaaaaa-0000-0000-0000-000000000009".into(),
+            name: "provnet-far".into(),
+            port_type: LOCALNET.into(),
+            ..Default::default()
+        };
+        far.options.insert("network_name".into(), "far".into());
+        m.upsert_lsp(far.clone());
+        m.upsert_switch(evpn_ls("net-2", vec![far.uuid.clone()], "200"));
+        let p = NbConditionPolicy {
+            lrp_status: true,
+            evpn: true,
+            ..Default::default()
+        };
+        let mappings = [("public".to_owned(), "br-ex".to_owned())];
+        let want = p.wanted(&m, "sys-1", "node1", &mappings, None);
+        let dhcp: Vec<_> = want
+            .iter()
+            .filter(|c| matches!(c, C::DhcpOfNetwork(_)))
+            .collect();
+        assert_eq!(dhcp, [&C::DhcpOfNetwork("net-1".into())]);
+        let conditions = monitor_conditions(&want, true);
+        assert_eq!(
+            conditions["DHCP_Options"].to_json(),
+            serde_json::json!([[
+                "external_ids",
+                "includes",
+                ["map", [["neutron:network_id", "net-1"]]]
+            ]])
+        );
+        m.upsert_switch(evpn_ls("net-1", vec![LN.into()], "0"));
+        let want = p.wanted(&m, "sys-1", "node1", &mappings, None);
+        assert!(!want.iter().any(|c| matches!(c, C::DhcpOfNetwork(_))));
+        // Underlay: no DHCP_Options table at all.
+        let underlay = NbConditionPolicy { evpn: false, ..p };
+        let want = underlay.wanted(&m, "sys-1", "node1", &mappings, None);
+        assert!(!monitor_conditions(&want, false).contains_key("DHCP_Options"));
     }
 
     #[test]
     fn a_table_without_clauses_selects_nothing_and_bad_uuids_are_never_sent() {
-        let c = monitor_conditions(&BTreeSet::from([C::RouterHasPort("not-a-uuid".into())]));
+        let c = monitor_conditions(
+            &BTreeSet::from([C::RouterHasPort("not-a-uuid".into())]),
+            false,
+        );
         assert_eq!(c["Logical_Router"].to_json(), serde_json::json!([false]));
         assert_eq!(c["NAT"].to_json(), serde_json::json!([false]));
     }

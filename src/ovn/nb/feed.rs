@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel};
+use super::model::{
+    DhcpOptions, LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel,
+};
 use crate::caps::ovsdb::{
     Change, ChangeKind, DatabaseSchema, MonitorCondition, MonitorSpec, TableSpec,
 };
@@ -23,6 +25,7 @@ pub fn check_schema(schema: &DatabaseSchema) -> Result<(), NbSchemaError> {
     Nat::check_schema(schema)?;
     LoadBalancer::check_schema(schema)?;
     NbGlobal::check_schema(schema)?;
+    DhcpOptions::check_schema(schema)?;
     Ok(())
 }
 
@@ -44,7 +47,8 @@ pub fn has_nat_gateway_port(schema: &DatabaseSchema) -> bool {
 }
 
 /// The tables and columns the NB drivers read, as `schema` has them, each with its condition
-/// from `conditions` (by table name; a table not named is monitored whole).
+/// from `conditions` (by table name; a table not named is monitored whole). `DHCP_Options` is
+/// monitored only when `conditions` names it: only the `vrf` exposing method reads it.
 pub fn monitor_spec(
     schema: &DatabaseSchema,
     conditions: &BTreeMap<String, MonitorCondition>,
@@ -56,7 +60,7 @@ pub fn monitor_spec(
             None => t,
         }
     };
-    MonitorSpec::default()
+    let mut spec = MonitorSpec::default()
         .table(table(Lsp::TABLE, Lsp::monitored_columns(schema)))
         .table(table(
             LogicalSwitch::TABLE,
@@ -72,7 +76,14 @@ pub fn monitor_spec(
             LoadBalancer::TABLE,
             LoadBalancer::monitored_columns(schema),
         ))
-        .table(table(NbGlobal::TABLE, NbGlobal::monitored_columns(schema)))
+        .table(table(NbGlobal::TABLE, NbGlobal::monitored_columns(schema)));
+    if conditions.contains_key(DhcpOptions::TABLE) {
+        spec = spec.table(table(
+            DhcpOptions::TABLE,
+            DhcpOptions::monitored_columns(schema),
+        ));
+    }
+    spec
 }
 
 /// The model fed from replica changes.
@@ -106,6 +117,10 @@ impl NbFeed {
                 (LoadBalancer::TABLE, None) => m.remove_lb(&uuid),
                 (NbGlobal::TABLE, Some(row)) => m.upsert_nb_global(NbGlobal::from_row(row)),
                 (NbGlobal::TABLE, None) => m.remove_nb_global(&uuid),
+                (DhcpOptions::TABLE, Some(row)) => {
+                    m.upsert_dhcp_options(DhcpOptions::from_row(row))
+                }
+                (DhcpOptions::TABLE, None) => m.remove_dhcp_options(&uuid),
                 _ => {}
             }
         }
@@ -141,9 +156,11 @@ mod tests {
         // Only the columns read are monitored.
         assert_eq!(
             LogicalSwitch::monitored_columns(&newer),
-            vec!["name", "ports"]
+            vec!["name", "ports", "external_ids"]
         );
         let spec = monitor_spec(&newer, &BTreeMap::new());
-        assert_eq!(spec.tables.len(), 7);
+        assert_eq!(spec.tables.len(), 7, "DHCP_Options only for the vrf method");
+        let vrf = BTreeMap::from([(DhcpOptions::TABLE.to_owned(), MonitorCondition::any([]))]);
+        assert_eq!(monitor_spec(&newer, &vrf).tables.len(), 8);
     }
 }

@@ -51,10 +51,24 @@ crate::ovn_table! {
 }
 
 crate::ovn_table! {
-    /// A Logical_Switch: its name (`neutron-<network id>`) and its ports.
+    /// A Logical_Switch: its name (`neutron-<network id>`), its ports, and its `external_ids`
+    /// (networking-bgpvpn's `neutron_bgpvpn:*` EVPN settings of a provider network).
     pub struct LogicalSwitch in "Logical_Switch" {
         pub name: String = "name" as Str,
         pub ports: Vec<Uuid> = "ports" as Refs,
+        pub external_ids: BTreeMap<String, String> = "external_ids" as StrMap,
+    }
+}
+
+crate::ovn_table! {
+    /// A DHCP_Options row: Neutron writes one per subnet (`external_ids:subnet_id`,
+    /// `neutron:network_id`) with the subnet's `cidr` and, when DHCP is on, its `options`
+    /// (`router`, `dns_server`, `dhcpv6_stateless`); the NB `vrf` method takes the gateway
+    /// addresses and IPv6 router advertisements of an EVPN provider network from them.
+    pub struct DhcpOptions in "DHCP_Options" {
+        pub cidr: String = "cidr" as Str,
+        pub options: BTreeMap<String, String> = "options" as StrMap,
+        pub external_ids: BTreeMap<String, String> = "external_ids" as StrMap,
     }
 }
 
@@ -173,6 +187,40 @@ impl Lsp {
     }
 }
 
+impl LogicalSwitch {
+    /// Its networking-bgpvpn settings (`neutron_bgpvpn:*`), each key read and checked.
+    pub fn bgpvpn(&self) -> neutron::Bgpvpn {
+        neutron::bgpvpn(|k| self.external_ids.get(k).map(String::as_str))
+    }
+
+    /// Whether it is an L3 EVPN network with a usable VNI: what the `vrf` method serves.
+    pub fn is_l3_evpn(&self) -> bool {
+        let b = self.bgpvpn();
+        b.vpn_type == Some(neutron::BgpvpnType::L3) && b.vni.is_some()
+    }
+
+    /// The Neutron network id of its name (`neutron-<id>`).
+    pub fn network_id(&self) -> Option<&str> {
+        neutron::network_id(Some(&self.name))
+    }
+}
+
+impl DhcpOptions {
+    /// The Neutron network the row belongs to (`external_ids:neutron:network_id`).
+    pub fn network_id(&self) -> Option<&str> {
+        self.external_ids
+            .get(keys::NETWORK_ID)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// A port's own options (`external_ids:port_id`, Neutron's `extra_dhcp_opts`) rather than
+    /// its subnet's.
+    pub fn is_port_specific(&self) -> bool {
+        self.external_ids.contains_key(keys::DHCP_PORT_ID)
+    }
+}
+
 impl Lrp {
     /// `status:hosting-chassis`: the system-id of the chassis hosting this gateway port.
     pub fn hosting_chassis(&self) -> Option<&str> {
@@ -268,6 +316,10 @@ pub struct NbModel {
     lb_by_router: HashMap<String, HashSet<Uuid>>,
 
     nb_global: BTreeMap<Uuid, NbGlobal>,
+
+    dhcp_options: HashMap<Uuid, DhcpOptions>,
+    /// DHCP_Options rows by Neutron network id (`neutron:network_id`).
+    dhcp_by_network: HashMap<String, HashSet<Uuid>>,
 }
 
 impl NbModel {
@@ -633,6 +685,35 @@ impl NbModel {
             .map(String::as_str)
     }
 
+    // ---- DHCP_Options
+
+    pub fn upsert_dhcp_options(&mut self, row: DhcpOptions) {
+        let uuid = row.uuid.clone();
+        self.remove_dhcp_options(&uuid);
+        if let Some(network) = row.network_id() {
+            index_insert(&mut self.dhcp_by_network, network, &uuid);
+        }
+        self.dhcp_options.insert(uuid, row);
+    }
+
+    pub fn remove_dhcp_options(&mut self, uuid: &str) {
+        let Some(old) = self.dhcp_options.remove(uuid) else {
+            return;
+        };
+        if let Some(network) = old.network_id() {
+            index_remove(&mut self.dhcp_by_network, network, uuid);
+        }
+    }
+
+    /// The DHCP_Options rows of Neutron network `network_id`, by `cidr`.
+    pub fn dhcp_options_of_network(&self, network_id: &str) -> Vec<&DhcpOptions> {
+        sorted(
+            &self.dhcp_options,
+            self.dhcp_by_network.get(network_id),
+            |d| &d.cidr,
+        )
+    }
+
     /// Every port, NAT, router port and load balancer of the model, for `explain` (a scan, on
     /// demand only: never on the event path).
     pub fn all_rows(&self) -> (Vec<&Lsp>, Vec<&Nat>, Vec<&Lrp>, Vec<&LoadBalancer>) {
@@ -648,7 +729,7 @@ impl NbModel {
     }
 
     /// Row counts, for the start log.
-    pub fn counts(&self) -> [(&'static str, usize); 7] {
+    pub fn counts(&self) -> [(&'static str, usize); 8] {
         [
             ("Logical_Switch_Port", self.lsps.len()),
             ("Logical_Switch", self.switches.len()),
@@ -657,6 +738,7 @@ impl NbModel {
             ("NAT", self.nats.len()),
             ("Load_Balancer", self.lbs.len()),
             ("NB_Global", self.nb_global.len()),
+            ("DHCP_Options", self.dhcp_options.len()),
         ]
     }
 }
@@ -710,6 +792,7 @@ mod tests {
             uuid: "ls".into(),
             name: "neutron-net".into(),
             ports: vec!["ln".into(), "vm".into()],
+            ..Default::default()
         };
         // Port first, then switch.
         let mut a = NbModel::default();

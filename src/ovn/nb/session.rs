@@ -286,12 +286,16 @@ impl NbSession {
             hosted = Some(sb.state.hosted(&identity.system_id));
         }
         let feed = NbFeed::default();
-        let conditions = monitor_conditions(&policy.wanted(
-            &feed.model,
-            &identity.system_id,
-            &identity.hostname,
-            hosted.as_ref(),
-        ));
+        let conditions = monitor_conditions(
+            &policy.wanted(
+                &feed.model,
+                &identity.system_id,
+                &identity.hostname,
+                &identity.bridge_mappings,
+                hosted.as_ref(),
+            ),
+            policy.evpn,
+        );
         let nb = OvsdbClient::connect(client_config, monitor_spec(&schema, &conditions)).await?;
         let nb_events = nb
             .events()
@@ -455,12 +459,16 @@ impl NbSession {
 
     /// The per-table conditions the model calls for.
     fn wanted(&self) -> BTreeMap<String, MonitorCondition> {
-        monitor_conditions(&self.policy.wanted(
-            &self.feed.model,
-            &self.identity.system_id,
-            &self.identity.hostname,
-            self.hosted.as_ref(),
-        ))
+        monitor_conditions(
+            &self.policy.wanted(
+                &self.feed.model,
+                &self.identity.system_id,
+                &self.identity.hostname,
+                &self.identity.bridge_mappings,
+                self.hosted.as_ref(),
+            ),
+            self.policy.evpn,
+        )
     }
 
     async fn update_sb_conditions(&mut self) -> Result<bool, NbSessionError> {
