@@ -48,6 +48,9 @@ struct Explainer<'a> {
     here: &'a str,
     mappings: BridgeMappings,
     out: Vec<String>,
+    /// The ports the findings went through (gateway patch ports, subnet ports): their skip
+    /// reasons are shown too.
+    related: Vec<String>,
 }
 
 impl<'a> Explainer<'a> {
@@ -59,6 +62,12 @@ impl<'a> Explainer<'a> {
             Some(None) => format!("bound to another chassis, not this one ({})", self.here),
             None => "bound to no chassis".to_owned(),
         }
+    }
+
+    /// The EVPN settings of `port`, after `prefix`; its skip reasons are shown at the end.
+    fn settings(&mut self, prefix: &str, port: &PortBinding) {
+        self.related.push(port.logical_port.clone());
+        self.out.push(format!("  {prefix}{}", settings_text(port)));
     }
 
     fn bound_here(&self, pb: &PortBinding) -> bool {
@@ -95,7 +104,7 @@ impl<'a> Explainer<'a> {
                  settings known"
             )),
             Some(patch) => {
-                self.out.push(format!("  {}", settings_text(patch)));
+                self.settings("", patch);
                 match self.mappings.provider_of(self.model, &patch.datapath) {
                     Some(p) => self.out.push(format!(
                         "  provider network: physnet {} on bridge {}, VLAN {:?}",
@@ -120,11 +129,7 @@ impl<'a> Explainer<'a> {
                 .push("  a patch port whose peer is not in this chassis' view".to_owned());
             return;
         };
-        self.out.push(format!(
-            "  peer {}: {}",
-            peer.logical_port,
-            settings_text(peer)
-        ));
+        self.settings(&format!("peer {}: ", peer.logical_port), peer);
         self.router_of(&lrp.datapath);
     }
 
@@ -142,8 +147,7 @@ impl<'a> Explainer<'a> {
                     .strip_prefix(CR_LRP_PREFIX)
                     .and_then(|id| self.model.port_named(id))
                 {
-                    self.out
-                        .push(format!("  gateway: {}", settings_text(patch)));
+                    self.settings("gateway: ", patch);
                 }
             }
             None => self.out.push(
@@ -184,8 +188,7 @@ impl<'a> Explainer<'a> {
             );
         }
         for subnet in subnets {
-            self.out
-                .push(format!("  subnet port {}", settings_text(subnet)));
+            self.settings("subnet port ", subnet);
             if let Some(lrp) = subnet
                 .options
                 .get("peer")
@@ -223,7 +226,8 @@ impl<'a> Explainer<'a> {
             }
         }
         for skipped in &set.skipped {
-            if names.iter().any(|n| skipped.row.contains(n.as_str())) {
+            let about = |n: &String| skipped.row.ends_with(&format!("({n})"));
+            if names.iter().chain(&self.related).any(about) {
                 self.out.push(format!(
                     "skipped: {} {}: {}",
                     skipped.table, skipped.row, skipped.reason
@@ -251,6 +255,7 @@ pub(crate) fn explain(
         here: identity.system_id.as_str(),
         mappings: BridgeMappings::new(&identity.bridge_mappings, &mut scratch),
         out: Vec::new(),
+        related: Vec::new(),
     };
     let mut names = Vec::new();
     for pb in model.all_ports().into_iter().filter(|p| mentions(p, q)) {
@@ -282,4 +287,96 @@ pub(crate) fn explain(
     let set = compute(model, identity);
     e.exposures(&set, q, &names);
     e.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drivers::evpn::compute::tests::{model, node1, with};
+    use crate::ovn::neutron::keys;
+
+    fn explain_text(model: &SbModel, q: &str) -> String {
+        explain(model, &node1(), &ExplainQuery::new(q)).join("\n")
+    }
+
+    fn has(text: &str, parts: &[&str]) {
+        for p in parts {
+            assert!(text.contains(p), "{p:?} not in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn explain_says_why_an_address_is_or_is_not_exposed() {
+        let m = model();
+        has(
+            &explain_text(&m, "10.0.0.10"),
+            &[
+                "Port_Binding vm1",
+                "a VM port, bound to chassis node2",
+                "subnet port sub is attached with VNI 1001 AS 64999",
+                "its router's gateway cr-lrp-gw is bound here (node1)",
+                "exposed: 10.0.0.10 in scope evpn:1001 as TenantPort from vm1",
+            ],
+        );
+        has(
+            &explain_text(&m, "cr-lrp-gw"),
+            &[
+                "a router gateway port, bound here (node1)",
+                "gw is attached with VNI 1001 AS 64999",
+                "provider network: physnet public on bridge br-ex",
+                "exposed: 172.24.100.5 in scope evpn:1001 as GatewayPort",
+            ],
+        );
+        has(
+            &explain_text(&m, "lrp-sub"),
+            &["exposed: subnet 10.0.0.0/24 in scope evpn:1001 via 172.24.100.5"],
+        );
+        has(
+            &explain_text(&m, "172.24.100.14"),
+            &[
+                "does not expose provider VMs or floating IPs",
+                "not exposed by the EVPN driver on this chassis (node1)",
+            ],
+        );
+        has(
+            &explain_text(&m, "10.0.0.12"),
+            &[
+                "bound to no chassis",
+                "a VM without a chassis is not announced",
+            ],
+        );
+        has(
+            &explain_text(&m, "192.0.2.99"),
+            &["no Port_Binding of this chassis' Southbound view mentions \"192.0.2.99\""],
+        );
+
+        let mut m = model();
+        with(&mut m, "gw", |p| {
+            p.external_ids
+                .insert(keys::BGPVPN_VNI.into(), "1001;exit".into());
+        });
+        has(
+            &explain_text(&m, "cr-lrp-gw"),
+            &[
+                "gw has unusable EVPN settings: neutron_bgpvpn:vni = \"1001;exit\"",
+                "skipped: Port_Binding uuid-gw (gw)",
+                "not exposed by the EVPN driver",
+            ],
+        );
+        // A VM behind a subnet attached with another AS: the subnet's skip reason is shown.
+        let mut m = model();
+        with(&mut m, "sub", |p| {
+            p.external_ids
+                .insert(keys::BGPVPN_AS.into(), "65000".into());
+        });
+        has(
+            &explain_text(&m, "vm1"),
+            &[
+                "subnet port sub is attached with VNI 1001 AS 65000",
+                "gateway: gw is attached with VNI 1001 AS 64999",
+                "skipped: Port_Binding uuid-sub (sub): subnet attached with VNI 1001 AS 65000",
+                "not exposed by the EVPN driver",
+            ],
+        );
+    }
 }
