@@ -186,7 +186,7 @@ fn a_case_that_cannot_run_is_an_error_naming_the_file() {
     let dir = scratch_case("driver", &[("00-db.json", DB)]);
     std::fs::write(
         dir.join("case.json"),
-        r#"{"driver": "ovn_evpn_driver", "database": "OVN_Southbound",
+        r#"{"driver": "ovn_stretched_l2_bgp_driver", "database": "OVN_Southbound",
             "external_ids": {"system-id": "ch-1"}}"#,
     )
     .unwrap();

@@ -1,6 +1,17 @@
-//! `ovn_evpn_driver`: SB DB EVPN driver: per-VNI VRFs for router gateways annotated by networking-bgpvpn.
+//! `ovn_evpn_driver`: SB DB EVPN driver: per-VNI VRFs for router gateways annotated by
+//! networking-bgpvpn (upstream-behaviour.md §1.3).
+//!
+//! - [`compute`]: model → [`crate::exposure::ExposureSet`] (one `evpn:<vni>` scope per gateway
+//!   bound here with valid `neutron_bgpvpn:vni`/`:as`).
+//! - [`live`]: the driver: the shared Southbound session ([`crate::ovn::sb`]) under the
+//!   [`crate::ovn::sb::condition::EvpnGateways`] condition policy.
+//! - [`replay`]: the same pieces fed by the replay engine.
 
-use crate::drivers::PendingDriver;
+pub mod compute;
+pub(crate) mod explain;
+pub mod live;
+pub mod replay;
+
 use crate::plugin::{DriverRegistration, PluginContext};
 
 inventory::submit! {
@@ -11,7 +22,7 @@ inventory::submit! {
         // Upstream ignores exposing_method for this driver (its default is underlay): the
         // EVPN realisation is always used.
         own_backend: Some("vrf"),
-        factory: |_ctx: &PluginContext| Ok(Box::new(PendingDriver { name: "ovn_evpn_driver" })),
-        replay: None,
+        factory: |ctx: &PluginContext| Ok(Box::new(live::driver(ctx))),
+        replay: Some(replay::start),
     }
 }

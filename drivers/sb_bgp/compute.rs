@@ -11,11 +11,10 @@ use ipnet::IpNet;
 
 use super::model::{
     PortBinding, SbModel, lb_vip_name, parse_nat_entry, parse_neutron_cidrs, parse_port_addresses,
+    vm_port_ips,
 };
-use crate::exposure::{
-    BridgeWiring, ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork,
-};
-use crate::types::InterfaceName;
+use crate::exposure::{ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork};
+use crate::ovn::sb::provider::BridgeMappings;
 
 const TABLE: &str = "Port_Binding";
 const CR_LRP_PREFIX: &str = "cr-lrp-";
@@ -34,21 +33,20 @@ pub use crate::ovn::tenant::TenantOptions;
 
 struct Ctx<'a> {
     model: &'a SbModel,
-    /// physnet → bridge, validated.
-    mappings: Vec<(String, InterfaceName)>,
+    mappings: BridgeMappings,
     tenant: &'a TenantOptions,
     out: ExposureSet,
 }
 
 /// The exposures this chassis must have.
 pub fn compute(model: &SbModel, local: &LocalChassis, tenant: &TenantOptions) -> ExposureSet {
+    let (mappings, out) = BridgeMappings::wired(&local.bridge_mappings, model);
     let mut ctx = Ctx {
         model,
-        mappings: Vec::new(),
+        mappings,
         tenant,
-        out: ExposureSet::default(),
+        out,
     };
-    ctx.wire_bridges(local);
     for chassis in model.chassis_uuids_named(&local.name) {
         for port in model.ports_on_chassis(&chassis) {
             ctx.expose_local_port(port);
@@ -58,58 +56,10 @@ pub fn compute(model: &SbModel, local: &LocalChassis, tenant: &TenantOptions) ->
 }
 
 impl<'a> Ctx<'a> {
-    fn wire_bridges(&mut self, local: &LocalChassis) {
-        for (position, (physnet, bridge)) in local.bridge_mappings.iter().enumerate() {
-            let bridge = match InterfaceName::new(bridge.as_str()) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.out.skip(
-                        "Open_vSwitch",
-                        "external_ids:ovn-bridge-mappings",
-                        format!("mapping {physnet}:{bridge}: {e}"),
-                    );
-                    continue;
-                }
-            };
-            self.mappings.push((physnet.clone(), bridge.clone()));
-            let index = u16::try_from(position + 1).unwrap_or(u16::MAX);
-            let wiring = self
-                .out
-                .bridges
-                .entry(bridge.clone())
-                .or_insert_with(|| BridgeWiring {
-                    bridge,
-                    physnets: BTreeSet::new(),
-                    vlans: BTreeSet::new(),
-                    localnet_ports: BTreeSet::new(),
-                    index,
-                });
-            wiring.physnets.insert(physnet.clone());
-            for localnet in self.model.localnets_of_physnet(physnet) {
-                if let Some(vlan) = valid_vlan(localnet.tag) {
-                    wiring.vlans.insert(vlan);
-                }
-                wiring.localnet_ports.insert(localnet.logical_port.clone());
-            }
-        }
-    }
-
     /// The provider network a datapath belongs to, if it has a localnet port of a physnet mapped
     /// on this chassis.
     fn provider_of(&self, datapath: &str) -> Option<ProviderNetwork> {
-        self.model
-            .localnets_on_datapath(datapath)
-            .into_iter()
-            .find_map(|localnet| {
-                let physnet = localnet.options.get("network_name")?;
-                let (_, bridge) = self.mappings.iter().find(|(p, _)| p == physnet)?;
-                Some(ProviderNetwork {
-                    physnet: physnet.clone(),
-                    bridge: bridge.clone(),
-                    vlan: valid_vlan(localnet.tag),
-                    evpn: None,
-                })
-            })
+        self.mappings.provider_of(self.model, datapath)
     }
 
     fn skip(&mut self, port: &PortBinding, reason: impl Into<String>) {
@@ -123,28 +73,10 @@ impl<'a> Ctx<'a> {
 
     /// IPs of a VM-like port: `mac[0]`, or `neutron:cidrs` when the MAC is `unknown`.
     fn port_ips(&mut self, port: &PortBinding) -> Option<Vec<IpNet>> {
-        match parse_port_addresses(&port.mac) {
-            Ok(Some(a)) => Some(a.ips),
-            Ok(None) => {
-                let unknown = port.mac.first().is_some_and(|m| m.trim() == "unknown");
-                let cidrs = port.external_ids.get("neutron:cidrs")?;
-                if !unknown {
-                    return None;
-                }
-                match parse_neutron_cidrs(cidrs) {
-                    Ok(ips) if !ips.is_empty() => Some(ips),
-                    Ok(_) => None,
-                    Err(e) => {
-                        self.skip(port, e);
-                        None
-                    }
-                }
-            }
-            Err(e) => {
-                self.skip(port, e);
-                None
-            }
-        }
+        vm_port_ips(port).unwrap_or_else(|e| {
+            self.skip(port, e);
+            None
+        })
     }
 
     fn expose_local_port(&mut self, port: &'a PortBinding) {
@@ -466,10 +398,4 @@ impl<'a> Ctx<'a> {
             }
         }
     }
-}
-
-/// A localnet `tag` that can be a VLAN id (1..=4094); anything else means untagged.
-fn valid_vlan(tag: Option<i64>) -> Option<u16> {
-    tag.and_then(|t| u16::try_from(t).ok())
-        .filter(|t| (1..=4094).contains(t))
 }

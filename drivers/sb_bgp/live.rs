@@ -1,45 +1,33 @@
-//! The live feed of the SB BGP driver: the shared Southbound session
-//! ([`crate::ovn::sb::session`]) under the local-chassis condition policy
+//! The live SB BGP driver: the shared SB driver ([`SbDriver`]: the Southbound session) under
+//! the local-chassis condition policy
 //! ([`crate::ovn::sb::condition::LocalChassisPolicy`]), so a chassis holds the rows that concern
 //! it, not the whole cloud (upstream replicated every Port_Binding on every node, U05).
-
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use tracing::info;
 
 use super::compute::{LocalChassis, TenantOptions, compute};
 use crate::config::AgentConfig;
 use crate::exposure::ExposureSet;
 use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::LocalChassisPolicy;
+use crate::ovn::sb::driver::SbDriver;
 use crate::ovn::sb::model::SbModel;
-use crate::ovn::sb::session::SbSession;
-use crate::plugin::{ChangeScope, Driver, ExplainQuery, PluginContext, PluginError};
+use crate::plugin::PluginContext;
 
 pub const NAME: &str = "ovn_bgp_driver";
 
-fn failed(e: impl std::fmt::Display) -> PluginError {
-    PluginError::Failed {
-        plugin: NAME.to_owned(),
-        message: e.to_string(),
-    }
-}
+/// The live driver.
+pub type SbBgpDriver = SbDriver<LocalChassisPolicy>;
 
-pub struct SbBgpDriver {
-    config: Arc<AgentConfig>,
-    tenant: TenantOptions,
-    session: Option<SbSession<LocalChassisPolicy>>,
-}
-
-impl SbBgpDriver {
-    pub fn new(ctx: &PluginContext) -> Self {
-        Self {
-            config: ctx.config.clone(),
-            tenant: tenant_options(&ctx.config),
-            session: None,
-        }
-    }
+/// The driver registered as [`NAME`], with the tenant options of `ctx`'s configuration.
+pub fn driver(ctx: &PluginContext) -> SbBgpDriver {
+    let tenant = tenant_options(&ctx.config);
+    let config = ctx.config.clone();
+    SbDriver::new(
+        NAME,
+        ctx,
+        policy(&tenant),
+        Box::new(move |model, identity| exposures(model, identity, &tenant, &config)),
+        super::explain::explain,
+    )
 }
 
 /// The tenant-network options of `[DEFAULT]`.
@@ -77,58 +65,4 @@ pub fn exposures(
             .insert(crate::exposure::RealisationNeed::RedistributeKernel);
     }
     set
-}
-
-#[async_trait]
-impl Driver for SbBgpDriver {
-    async fn start(&mut self, ctx: &PluginContext) -> Result<(), PluginError> {
-        let identity = ctx.identity.feed().await.map_err(failed)?;
-        {
-            let current = identity.borrow();
-            info!(chassis = %current.system_id, mappings = ?current.bridge_mappings, "local chassis");
-        }
-        let session = SbSession::start(&self.config, identity, policy(&self.tenant))
-            .await
-            .map_err(failed)?;
-        self.session = Some(session);
-        Ok(())
-    }
-
-    async fn changed(&mut self) -> Result<ChangeScope, PluginError> {
-        let Some(session) = &mut self.session else {
-            return Err(failed("changed() called before start()"));
-        };
-        session.changed().await.map_err(failed)
-    }
-
-    async fn settle(&mut self) -> Result<(), PluginError> {
-        match &mut self.session {
-            Some(session) => session.settle().await.map_err(failed),
-            None => Ok(()),
-        }
-    }
-
-    fn explain(&self, query: &ExplainQuery) -> Vec<String> {
-        match &self.session {
-            Some(session) => super::explain::explain(session.model(), session.identity(), query),
-            None => vec!["the Southbound session has not started".to_owned()],
-        }
-    }
-
-    fn desired_exposures(&self) -> Result<ExposureSet, PluginError> {
-        let Some(session) = &self.session else {
-            // Nothing is known before start: nothing to expose.
-            return Ok(compute(
-                &SbModel::default(),
-                &LocalChassis::default(),
-                &self.tenant,
-            ));
-        };
-        Ok(exposures(
-            session.model(),
-            session.identity(),
-            &self.tenant,
-            &self.config,
-        ))
-    }
 }

@@ -21,7 +21,7 @@ inventory::submit! {
         description: "SB DB driver: VM, FIP, router gateway, tenant subnet and LB VIP IPs of this chassis",
         supported_backends: &["underlay"],
         own_backend: None,
-        factory: |ctx: &PluginContext| Ok(Box::new(live::SbBgpDriver::new(ctx))),
+        factory: |ctx: &PluginContext| Ok(Box::new(live::driver(ctx))),
         replay: Some(replay::start),
     }
 }

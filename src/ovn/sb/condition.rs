@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::model::{CHASSISREDIRECT, PortBinding, SbModel};
+use crate::caps::frr::values::{Asn, Vni};
 use crate::caps::ovsdb::{Clause, Datum, Function, MonitorCondition, Uuid};
 use crate::ovn::neutron;
 
@@ -160,33 +161,103 @@ impl SbConditionPolicy for AllGateways {
     }
 }
 
-/// Whether a port carries a usable networking-bgpvpn VNI and AS (the EVPN driver's test).
-pub fn has_evpn_settings(port: &PortBinding) -> bool {
-    let b = neutron::bgpvpn(|k| port.external_ids.get(k).map(String::as_str));
-    b.vni.is_some() && b.asn.is_some()
+/// The networking-bgpvpn settings of a patch port (`neutron_bgpvpn:vni` and `:as`), as the
+/// SB EVPN driver reads them: the only keys it uses (upstream's SB driver ignores `:rd`, `:rt`,
+/// `:it`, `:et` and `:type`, and so does this one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvpnSettings {
+    /// Neither key: the port is not attached to a BGP VPN.
+    Absent,
+    Valid {
+        vni: Vni,
+        asn: Asn,
+    },
+    /// A key is missing or unusable; the reason names the key and quotes the value.
+    Invalid(String),
 }
 
-/// The EVPN driver (`ovn_evpn_driver`): gateway ports bound here whose router-gateway patch port
-/// (`cr-lrp-<id>` → `<id>`) carries `neutron_bgpvpn:vni` and `:as`, their routers and the
-/// subnets attached with EVPN settings, plus localnet ports (bridge and VLAN of the provider
-/// network) and patch ports with `nat_addresses` (the provider datapath of a gateway). OVSDB
-/// cannot test a map key alone, so the gateway's patch port is monitored by name and its keys
-/// decide whether the router is followed.
+impl EvpnSettings {
+    /// The settings of `port`. A value is read as Python's `int()` reads it (surrounding
+    /// whitespace allowed, as upstream); anything else (a word, `1001;x`, a newline inside the
+    /// number, a VNI above 2^24-1, AS 0) is refused. The VNI and AS reach FRR only as the
+    /// numbers parsed here, never as the row's text.
+    pub fn of(port: &PortBinding) -> Self {
+        let get = |k: &str| port.external_ids.get(k).map(String::as_str);
+        let vni_raw = get(neutron::keys::BGPVPN_VNI);
+        let as_raw = get(neutron::keys::BGPVPN_AS);
+        if vni_raw.is_none() && as_raw.is_none() {
+            return EvpnSettings::Absent;
+        }
+        let parsed = neutron::bgpvpn(get);
+        let mut problems: Vec<String> = parsed
+            .ignored
+            .iter()
+            .filter(|e| e.key == neutron::keys::BGPVPN_VNI || e.key == neutron::keys::BGPVPN_AS)
+            .map(ToString::to_string)
+            .collect();
+        for (key, raw) in [
+            (neutron::keys::BGPVPN_VNI, vni_raw),
+            (neutron::keys::BGPVPN_AS, as_raw),
+        ] {
+            if raw.is_none() {
+                problems.push(format!("{key} is missing"));
+            }
+        }
+        let valid = parsed
+            .vni
+            .and_then(|v| Vni::new(v).ok())
+            .zip(parsed.asn.and_then(|a| Asn::new(a).ok()));
+        match valid {
+            Some((vni, asn)) if problems.is_empty() => EvpnSettings::Valid { vni, asn },
+            _ => EvpnSettings::Invalid(problems.join("; ")),
+        }
+    }
+
+    /// The VNI and AS, when both are usable.
+    pub fn valid(&self) -> Option<(Vni, Asn)> {
+        match self {
+            EvpnSettings::Valid { vni, asn } => Some((*vni, *asn)),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a port carries a usable networking-bgpvpn VNI and AS (the EVPN driver's test).
+pub fn has_evpn_settings(port: &PortBinding) -> bool {
+    EvpnSettings::of(port).valid().is_some()
+}
+
+/// The EVPN driver (`ovn_evpn_driver`): for each gateway port bound here (`cr-lrp-<id>`), its
+/// router-gateway patch port `<id>` by name (it carries `neutron_bgpvpn:vni` and `:as`, and its
+/// datapath is the provider network); when those settings are valid, the router's datapath,
+/// the peers of its router ports (the subnets' patch ports, carrying their own settings) and the
+/// datapaths of the subnets attached with the gateway's VNI and AS (their VMs); plus the
+/// localnet ports (bridge and VLAN of the provider network). OVSDB cannot test a map key alone,
+/// so the gateway's patch port is monitored by name and its keys decide whether the router is
+/// followed. Nothing else of the cloud: not the provider datapath's ports (provider VMs are not
+/// exposed by this driver), not other patch ports with `nat_addresses` (the provider datapath
+/// is the gateway patch port's own, upstream scanned every patch port for it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EvpnGateways;
 
 impl SbConditionPolicy for EvpnGateways {
     fn wanted(&self, model: &SbModel, chassis: &str) -> BTreeSet<ConditionClause> {
-        let mut want =
-            BTreeSet::from([ConditionClause::Localnet, ConditionClause::HasNatAddresses]);
+        let mut want = BTreeSet::from([ConditionClause::Localnet]);
         for chassis in model.chassis_uuids_named(chassis) {
             for port in model.ports_on_chassis(&chassis) {
                 let Some(id) = gateway_id(port) else {
                     continue;
                 };
                 want.insert(ConditionClause::PortNamed(id.to_owned()));
-                if model.port_named(id).is_some_and(has_evpn_settings) {
-                    follow_router(model, port, &mut want, has_evpn_settings);
+                let gateway = model
+                    .port_named(id)
+                    .and_then(|p| EvpnSettings::of(p).valid());
+                if let Some(settings) = gateway {
+                    follow_router(model, port, &mut want, |peer| {
+                        // The gateway's own patch port is on the provider network: its
+                        // datapath holds provider VMs, not tenant VMs.
+                        peer.logical_port != id && EvpnSettings::of(peer).valid() == Some(settings)
+                    });
                 }
             }
             want.insert(ConditionClause::Chassis(chassis));
@@ -327,7 +398,6 @@ mod tests {
     fn evpn_gateways_follow_routers_whose_gateway_has_bgpvpn_keys() {
         let base = [
             C::Localnet,
-            C::HasNatAddresses,
             C::Chassis(CH.into()),
             C::PortNamed("gw".into()),
         ];
@@ -336,28 +406,98 @@ mod tests {
             EvpnGateways.wanted(&model(false, true), "node1"),
             clauses(&base)
         );
-        // EVPN gateway: router followed; the subnet's datapath only when it has the keys too.
+        // EVPN gateway: router followed (its datapath, the peers of its ports); the subnet's
+        // datapath only when it has the gateway's settings too; never the provider datapath
+        // (the gateway patch port's own), nor anything of the router bound elsewhere.
         let mut expect = clauses(&base);
-        expect.extend([
-            C::Datapath(ROUTER_DP.into()),
-            C::PortNamed("sub".into()),
-            C::Datapath(PROVIDER_DP.into()),
-        ]);
+        expect.extend([C::Datapath(ROUTER_DP.into()), C::PortNamed("sub".into())]);
         assert_eq!(EvpnGateways.wanted(&model(true, false), "node1"), expect);
         expect.insert(C::Datapath(TENANT_DP.into()));
-        assert_eq!(EvpnGateways.wanted(&model(true, true), "node1"), expect);
+        let want = EvpnGateways.wanted(&model(true, true), "node1");
+        assert_eq!(want, expect);
+        assert!(
+            !want.contains(&C::HasNatAddresses),
+            "no cloud-wide NAT ports"
+        );
+        assert!(!want.contains(&C::Datapath(PROVIDER_DP.into())));
+        assert!(!want.contains(&C::Datapath(OTHER_ROUTER_DP.into())));
+        // Every clause converts (the uuids are well formed).
+        assert_eq!(
+            monitor_condition(&want),
+            MonitorCondition::any(want.iter().map(|c| c.to_clause().unwrap()))
+        );
+
+        // A subnet attached with another VNI is not the gateway's: its VMs are not fetched.
+        let mut m = model(true, true);
+        let mut sub = m.port_named("sub").unwrap().clone();
+        sub.external_ids
+            .insert(neutron::keys::BGPVPN_VNI.into(), "2002".into());
+        m.upsert_port(sub);
+        assert!(
+            !EvpnGateways
+                .wanted(&m, "node1")
+                .contains(&C::Datapath(TENANT_DP.into()))
+        );
+        // The gateway moved away: back to the cloud-wide localnets only.
+        let mut m = model(true, true);
+        let mut cr = m.port_named("cr-lrp-gw").unwrap().clone();
+        cr.chassis = Some(OTHER_CH.into());
+        m.upsert_port(cr);
+        assert_eq!(
+            EvpnGateways.wanted(&m, "node1"),
+            clauses(&[C::Localnet, C::Chassis(CH.into())])
+        );
     }
 
     #[test]
     fn evpn_settings_need_a_valid_vni_and_as() {
         let p = with_evpn(port("p", "gw", "patch", PROVIDER_DP));
         assert!(has_evpn_settings(&p));
-        let mut bad = p.clone();
-        bad.external_ids
-            .insert(neutron::keys::BGPVPN_VNI.into(), "not-a-number".into());
-        assert!(!has_evpn_settings(&bad));
+        assert_eq!(
+            EvpnSettings::of(&p)
+                .valid()
+                .map(|(v, a)| (v.get(), a.get())),
+            Some((1001, 64999))
+        );
+        assert_eq!(
+            EvpnSettings::of(&port("q", "gw", "patch", PROVIDER_DP)),
+            EvpnSettings::Absent
+        );
+        let with = |key: &str, value: &str| {
+            let mut q = p.clone();
+            q.external_ids.insert(key.into(), value.into());
+            EvpnSettings::of(&q)
+        };
+        let vni = neutron::keys::BGPVPN_VNI;
+        let asn = neutron::keys::BGPVPN_AS;
+        // As Python's int(): surrounding whitespace is accepted, and only the number is kept.
+        assert!(with(vni, " 1001\n").valid().is_some());
+        for (key, hostile) in [
+            (vni, "not-a-number"),
+            (vni, "16777216"),
+            (vni, "0"),
+            (vni, "-1"),
+            (vni, "10\n01"),
+            (vni, "1001;exit"),
+            (asn, "0"),
+            (asn, "64999; router bgp 1"),
+            (asn, "4294967296"),
+            (asn, "as64999"),
+        ] {
+            match with(key, hostile) {
+                EvpnSettings::Invalid(reason) => assert!(
+                    reason.contains(key) && reason.contains(&format!("{hostile:?}")),
+                    "{key}={hostile:?}: {reason}"
+                ),
+                other => panic!("{key}={hostile:?} accepted: {other:?}"),
+            }
+        }
         let mut no_as = p;
-        no_as.external_ids.remove(neutron::keys::BGPVPN_AS);
+        no_as.external_ids.remove(asn);
         assert!(!has_evpn_settings(&no_as));
+        assert_eq!(
+            EvpnSettings::of(&no_as),
+            EvpnSettings::Invalid(format!("{asn} is missing"))
+        );
     }
 }

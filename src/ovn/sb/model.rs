@@ -277,6 +277,24 @@ pub fn lb_vip_name(port: &PortBinding) -> Option<&str> {
     )
 }
 
+/// The IPs of a VM-like port (type `""` or `virtual`): those of `mac[0]`, or `neutron:cidrs`
+/// when `mac[0]` is `unknown` (a port without port security, whose addresses OVN does not
+/// know). `Ok(None)`: the port has no IP; `Err`: a malformed address, with the reason.
+pub fn vm_port_ips(port: &PortBinding) -> Result<Option<Vec<ipnet::IpNet>>, String> {
+    if let Some(a) = parse_port_addresses(&port.mac)? {
+        return Ok(Some(a.ips));
+    }
+    let unknown = port.mac.first().is_some_and(|m| m.trim() == "unknown");
+    let cidrs = port
+        .external_ids
+        .get(crate::ovn::neutron::keys::CIDRS)
+        .filter(|_| unknown);
+    match cidrs {
+        Some(c) => Ok(Some(parse_neutron_cidrs(c)?).filter(|ips| !ips.is_empty())),
+        None => Ok(None),
+    }
+}
+
 /// Names of the ports the `nat_addresses` entries of `port` are resident on (unparseable entries
 /// are skipped here and reported when the exposures are computed).
 fn nat_residents(port: &PortBinding) -> BTreeSet<String> {
