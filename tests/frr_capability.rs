@@ -619,6 +619,16 @@ async fn frr_objects_are_diffed_and_only_the_agents_are_removed() {
     assert_eq!(count(&report, "changed"), 1, "{report:?}");
     assert!(has_line(&lab.chassis.running_config(), "vrf vrf-100"));
     assert!(objects.reconcile(&evpn_objects(&[100])).await.is_noop());
+
+    // An agent restart while FRR has the object exactly: nothing is sent again (re-sending an
+    // EVPN VRF makes bgpd re-announce its type-5 routes to the fabric).
+    drop(objects);
+    let objects = FrrObjects::new(configurator.clone(), &state_file);
+    let report = objects.reconcile(&evpn_objects(&[100])).await;
+    assert!(report.is_noop(), "re-applied what FRR has: {report:?}");
+    // ... but a changed object is sent.
+    let report = objects.reconcile(&evpn_objects(&[100, 200])).await;
+    assert_eq!(count(&report, "added"), 1, "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

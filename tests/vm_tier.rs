@@ -1083,7 +1083,9 @@ mod evpn_agent {
         for args in [
             &["link", "add", "br-foo", "type", "bridge"][..],
             &["link", "add", "vrf-foo", "type", "vrf", "table", "4000"],
-            &["link", "add", "vxlan-7", "type", "vxlan", "id", "7", "dstport", "4789"],
+            &[
+                "link", "add", "vxlan-7", "type", "vxlan", "id", "7", "dstport", "4789",
+            ],
         ] {
             lab.ip_chassis(args);
         }
@@ -1126,9 +1128,15 @@ mod evpn_agent {
         );
         assert!(vx.contains("master br-1001"), "{vx}");
         let lo1001 = show("lo-1001");
-        assert!(lo1001.contains("dummy") && lo1001.contains("master vrf-1001"), "{lo1001}");
+        assert!(
+            lo1001.contains("dummy") && lo1001.contains("master vrf-1001"),
+            "{lo1001}"
+        );
         assert!(show("veth-vrf-1001").contains("master vrf-1001"));
-        assert!(lab.vsctl(&["list-ports", "br-ex"]).contains("veth-ovs-1001"));
+        assert!(
+            lab.vsctl(&["list-ports", "br-ex"])
+                .contains("veth-ovs-1001")
+        );
         pass(
             "F1: vrf-1001 (vrf table 1001), br-1001, vxlan-1001 (VTEP from lo, nolearning), lo-1001 (dummy), veth-vrf-1001/veth-ovs-1001 on br-ex",
         );
@@ -1166,7 +1174,10 @@ mod evpn_agent {
         pass(
             "F1/F2: table 1001 has the gateway, the subnet via it and the unreachable defaults; permanent neighbour; cookie-998 flow",
         );
-        assert!(lab.ip_chassis(&["addr", "show", "dev", "lo-1001"]).contains(&tenant32));
+        assert!(
+            lab.ip_chassis(&["addr", "show", "dev", "lo-1001"])
+                .contains(&tenant32)
+        );
         let local = lab.ip_chassis(&["route", "show", "table", "1001", "type", "local"]);
         assert!(!local.contains(&tenant), "local route left:\n{local}");
         pass("F2: the tenant VM on lo-1001 without its local route");
@@ -1204,9 +1215,9 @@ mod evpn_agent {
         );
         wait_for("the ToR's kernel route to the tenant", scaled(5), || {
             let r = lab.ip_tor(&["route", "show", "vrf", &format!("vrf-{VNI}")]);
-            let ok = r
-                .lines()
-                .any(|l| l.starts_with(&format!("{tenant} ")) && l.contains(&format!("via {vtep}")));
+            let ok = r.lines().any(|l| {
+                l.starts_with(&format!("{tenant} ")) && l.contains(&format!("via {vtep}"))
+            });
             if ok { Ok(r) } else { Err(r) }
         });
         pass("the ToR imports it into vrf-1001 and installs it via the chassis VTEP");
@@ -1222,7 +1233,9 @@ mod evpn_agent {
             tx_after >= tx_before + 3,
             "the ToR's pings did not come out of veth-vrf-1001 ({tx_before} -> {tx_after} packets)"
         );
-        pass("a ping from the ToR's vrf-1001 reaches veth-vrf-1001 through VXLAN and the chassis VRF");
+        pass(
+            "a ping from the ToR's vrf-1001 reaches veth-vrf-1001 through VXLAN and the chassis VRF",
+        );
 
         let before = settled_updates_received_from_chassis(&lab);
         agent.restart();
@@ -1235,11 +1248,17 @@ mod evpn_agent {
         restart_chassis_frr(&lab);
         wait_for("the VRF stanzas back in FRR", scaled(10), || {
             let c = lab.vtysh_chassis("show running-config");
-            if c.contains("vrf vrf-1001\n vni 1001") { Ok(()) } else { Err(c) }
+            if c.contains("vrf vrf-1001\n vni 1001") {
+                Ok(())
+            } else {
+                Err(c)
+            }
         });
-        wait_type5(&lab, "the tenant /32 back at the ToR after the FRR restart", |r| {
-            r.iter().any(|x| x.rd == rd && x.prefix == tenant32)
-        });
+        wait_type5(
+            &lab,
+            "the tenant /32 back at the ToR after the FRR restart",
+            |r| r.iter().any(|x| x.rd == rd && x.prefix == tenant32),
+        );
         pass("FRR restart: the VRF stanzas and the type-5 route are back");
 
         lab.ip_chassis(&["link", "del", "vrf-1001"]);
@@ -1265,20 +1284,31 @@ mod evpn_agent {
         for gone in ["br-1001:", "vxlan-1001", "lo-1001"] {
             assert!(!links.contains(gone), "{gone} left:\n{links}");
         }
-        assert!(!lab.vsctl(&["list-ports", "br-ex"]).contains("veth-ovs-1001"));
+        assert!(
+            !lab.vsctl(&["list-ports", "br-ex"])
+                .contains("veth-ovs-1001")
+        );
         assert!(
             !lab.ovs_ofctl(&["dump-flows", "br-ex", "cookie=998/-1"])
                 .contains("cookie=0x3e6")
         );
         wait_for("the VRF stanzas removed from FRR", scaled(10), || {
             let c = lab.vtysh_chassis("show running-config");
-            if c.contains("vrf-1001") { Err(c) } else { Ok(()) }
+            if c.contains("vrf-1001") {
+                Err(c)
+            } else {
+                Ok(())
+            }
         });
         assert!(
-            lab.ip_chassis(&["route", "show", "table", "1001"]).trim().is_empty(),
+            lab.ip_chassis(&["route", "show", "table", "1001"])
+                .trim()
+                .is_empty(),
             "table 1001 not empty"
         );
-        pass("F3: the gateway's EVPN keys removed: type-5 withdrawn, devices, flows and FRR stanzas gone");
+        pass(
+            "F3: the gateway's EVPN keys removed: type-5 withdrawn, devices, flows and FRR stanzas gone",
+        );
 
         for dev in ["br-foo", "vrf-foo", "vxlan-7"] {
             lab.ip_chassis(&["link", "show", "dev", dev]);
@@ -1286,6 +1316,9 @@ mod evpn_agent {
         pass("foreign br-foo, vrf-foo and vxlan-7 are untouched (U34)");
         agent.assert_running();
         lab.tor_del_evpn_vrf(VNI);
-        println!("EVPN agent end to end: all checks passed in {:?}", started.elapsed());
+        println!(
+            "EVPN agent end to end: all checks passed in {:?}",
+            started.elapsed()
+        );
     }
 }

@@ -121,6 +121,54 @@ impl FrrObject {
     }
 }
 
+/// The configuration lines of a snippet or of FRR's running configuration, each with the blocks
+/// it is in (`router bgp 64999 vrf vrf-100` / `address-family l2vpn evpn` / `rd 10.0.0.1:100`),
+/// indentation and block ends ignored: what "FRR already has this" is checked on.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ConfigLines(std::collections::BTreeSet<(String, String, String)>);
+
+impl ConfigLines {
+    pub(crate) fn parse(text: &str) -> Self {
+        let mut lines = std::collections::BTreeSet::new();
+        let (mut block, mut family) = (String::new(), String::new());
+        for raw in text.lines() {
+            let line = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+            let top_level = !raw.starts_with(' ');
+            match line.as_str() {
+                "" | "!" | "end" => {}
+                "exit-address-family" => family.clear(),
+                "exit" | "exit-vrf" if top_level || family.is_empty() => {
+                    block.clear();
+                    family.clear();
+                }
+                "exit" | "exit-vrf" => family.clear(),
+                l if l.starts_with("address-family ") && !block.is_empty() => family = l.to_owned(),
+                l if top_level
+                    && ["vrf ", "router ", "interface ", "route-map "]
+                        .iter()
+                        .any(|p| l.starts_with(p)) =>
+                {
+                    block = l.to_owned();
+                    family.clear();
+                    lines.insert((block.clone(), String::new(), String::new()));
+                }
+                l if block.is_empty() => {
+                    lines.insert((String::new(), String::new(), l.to_owned()));
+                }
+                l => {
+                    lines.insert((block.clone(), family.clone(), l.to_owned()));
+                }
+            }
+        }
+        Self(lines)
+    }
+
+    /// Whether every line of `other` is here, in the same blocks (an empty `other` is not).
+    pub(crate) fn contains_all(&self, other: &ConfigLines) -> bool {
+        !other.0.is_empty() && other.0.is_subset(&self.0)
+    }
+}
+
 /// The state file: objects the agent created, with the snippet that removes each.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct StateFile {
@@ -318,6 +366,40 @@ impl FrrObjects {
         if pending.is_empty() {
             return;
         }
+        // Objects FRR already has exactly (a new agent process, the periodic full check) are
+        // recorded as applied without sending them again: re-sending an EVPN VRF's `advertise
+        // ipv4 unicast` makes bgpd re-announce the VRF's type-5 routes, UPDATEs the fabric
+        // would see at every agent restart and every full check. Only objects whose lines are
+        // all in the running configuration, in the same blocks, are skipped; when it cannot be
+        // read, everything is applied.
+        if let Ok(running) = self.configurator.vtysh().running_config().await {
+            let configured = ConfigLines::parse(&running);
+            let mut recorded = false;
+            pending.retain(|(key, object)| {
+                if !configured.contains_all(&ConfigLines::parse(&object.apply)) {
+                    return true;
+                }
+                state.applied.insert((*key).clone(), object.apply.clone());
+                if !state.owned.contains_key(*key) {
+                    // Configured by an earlier agent whose record was lost: the agent's all the
+                    // same, since the agent wants it.
+                    state.owned.insert(
+                        (*key).clone(),
+                        OwnedObject {
+                            remove: object.remove.clone(),
+                        },
+                    );
+                    recorded = true;
+                }
+                false
+            });
+            if recorded {
+                self.persist(state);
+            }
+            if pending.is_empty() {
+                return;
+            }
+        }
         // Recorded as the agent's before it exists in FRR: a crash between the two leaves a
         // record of an object that may not exist (its removal is then a no-op), never an object
         // without a record.
@@ -502,6 +584,36 @@ mod tests {
             import_targets: vec![],
             redistribute: [Redistribute::Connected].into(),
         }
+    }
+
+    /// FRR 8.4's `show running-config` after `ADD_VRF` for VNI 1001 (as the VM tier prints it).
+    const RUNNING: &str = "Building configuration...\n\nCurrent configuration:\n!\n\
+frr version 8.4.4\nfrr defaults traditional\nhostname chassis\n!\nvrf vrf-1001\n vni 1001\n\
+exit-vrf\n!\nrouter bgp 64999\n neighbor 100.64.0.2 remote-as 65000\n !\n\
+ address-family l2vpn evpn\n  neighbor 100.64.0.2 activate\n  advertise-all-vni\n\
+ exit-address-family\nexit\n!\nrouter bgp 64999 vrf vrf-1001\n !\n\
+ address-family ipv4 unicast\n  redistribute connected\n exit-address-family\n !\n\
+ address-family ipv6 unicast\n  redistribute connected\n exit-address-family\n !\n\
+ address-family l2vpn evpn\n  advertise ipv4 unicast\n  advertise ipv6 unicast\n\
+  rd 10.0.0.1:1001\n exit-address-family\nexit\n!\nend\n";
+
+    #[test]
+    fn an_object_frr_already_has_is_recognised_in_the_running_configuration() {
+        let running = ConfigLines::parse(RUNNING);
+        let (_, object) = FrrObject::evpn_vrf(&add_vrf(1001)).unwrap();
+        assert!(running.contains_all(&ConfigLines::parse(object.apply_snippet())));
+        // Another VNI, another RD, a line in another block: not there.
+        let (_, other) = FrrObject::evpn_vrf(&add_vrf(1002)).unwrap();
+        assert!(!running.contains_all(&ConfigLines::parse(other.apply_snippet())));
+        let mut kernel = add_vrf(1001);
+        kernel.redistribute.insert(Redistribute::Kernel);
+        let (_, kernel) = FrrObject::evpn_vrf(&kernel).unwrap();
+        assert!(!running.contains_all(&ConfigLines::parse(kernel.apply_snippet())));
+        // `advertise-all-vni` of the default instance does not count for the VRF's instance.
+        assert!(!running.contains_all(&ConfigLines::parse(
+            "router bgp 64999 vrf vrf-1001\n address-family l2vpn evpn\n  advertise-all-vni\n"
+        )));
+        assert!(!running.contains_all(&ConfigLines::parse("")));
     }
 
     #[test]
