@@ -48,8 +48,6 @@ scripts/lab/up.sh
 # shellcheck disable=SC1091
 source "$LAB_DIR/lab.env"
 
-tor() { vtysh --vty_socket "$VTY_TOR" --config_dir "$FRR_TOR_DIR" "$@"; }
-
 configs=(--config-file "$AGENT_CONF")
 if [ "$driver" = nb ]; then
     # The NB driver on the same lab; its floating IP is centralized, as NB_Global says.
@@ -65,38 +63,7 @@ step "starting the agent ($driver driver)"
 echo $! > "$LAB_DIR/agent.pid"
 echo "agent pid $(cat "$LAB_DIR/agent.pid"), log $LAB_DIR/agent.log"
 
-expected4=("$VM_PROVIDER_IP4/32" "$GW_IP4/32" "$FIP_IP4/32" "$VM_TENANT_IP4/32")
-expected6=("$VM_PROVIDER_IP6/128" "$GW_IP6/128")
-step "waiting for the ToR to learn: ${expected4[*]} ${expected6[*]}"
-deadline=$((SECONDS + 60))
-missing=()
-while :; do
-    missing=()
-    routes4=$(tor -c 'show ip bgp json')
-    routes6=$(tor -c 'show bgp ipv6 unicast json')
-    for p in "${expected4[@]}"; do
-        grep -qF "\"$p\"" <<<"$routes4" || missing+=("$p")
-    done
-    for p in "${expected6[@]}"; do
-        grep -qF "\"$p\"" <<<"$routes6" || missing+=("$p")
-    done
-    [ "${#missing[@]}" = 0 ] && break
-    if ! kill -0 "$(cat "$LAB_DIR/agent.pid")" 2>/dev/null; then
-        echo "the agent exited; last log lines:" >&2
-        tail -n 20 "$LAB_DIR/agent.log" >&2
-        exit 1
-    fi
-    if ((SECONDS > deadline)); then
-        echo "timed out; the ToR has not learned: ${missing[*]}" >&2
-        tail -n 20 "$LAB_DIR/agent.log" >&2
-        exit 1
-    fi
-    sleep 0.5
-done
-
-step "the ToR (AS $TOR_AS) learned from the chassis (AS $CHASSIS_AS):"
-tor -c 'show ip bgp'
-tor -c 'show bgp ipv6 unicast'
+scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
 
 step "what the agent says it exposes (ovn-bgp-agent status)"
 "$agent_bin" status --socket "$AGENT_CONTROL_SOCKET"

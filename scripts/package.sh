@@ -1,24 +1,72 @@
 #!/usr/bin/env bash
-# Build the Debian packages with cargo-deb (installed from crates.io if missing):
-#   scripts/package.sh              # ovn-bgp-agent-rs: every driver and backend
-#   scripts/package.sh --variants   # also the slim per-mode packages (-sb, -nb)
-# The .deb files land in target/debian/. Contents: /usr/bin/ovn-bgp-agent, the systemd unit
-# (not enabled), a sample /etc/ovn-bgp-agent/bgp-agent.conf (a conffile), the docs.
+# Build the packages: .deb with cargo-deb, .rpm with cargo-generate-rpm (each installed from
+# crates.io if missing):
+#   scripts/package.sh                    # ovn-bgp-agent-rs .deb: every driver and backend
+#   scripts/package.sh --rpm              # the same as an .rpm instead
+#   scripts/package.sh --deb --rpm        # both
+#   scripts/package.sh --variants [...]   # also the slim per-mode packages (-sb, -nb)
+# The .deb files land in target/debian/, the .rpm files in target/generate-rpm/. Contents:
+# /usr/bin/ovn-bgp-agent, the systemd unit (not enabled), a sample
+# /etc/ovn-bgp-agent/bgp-agent.conf (a conffile; %config(noreplace) in the .rpm), the docs.
+# The variants' features are listed once, in [package.metadata.deb.variants] of Cargo.toml.
+# The OCI image: scripts/package-oci.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-variants=0
-[ "${1:-}" = "--variants" ] && variants=1
+variants=0 deb=0 rpm=0
+for arg in "$@"; do
+    case "$arg" in
+        --variants) variants=1 ;;
+        --deb) deb=1 ;;
+        --rpm) rpm=1 ;;
+        *) echo "usage: $0 [--deb] [--rpm] [--variants]" >&2; exit 2 ;;
+    esac
+done
+[ "$deb" = 1 ] || [ "$rpm" = 1 ] || deb=1
 
-if ! cargo deb --version >/dev/null 2>&1; then
-    echo "==> installing cargo-deb"
-    cargo install cargo-deb --locked --quiet
+# variant_features VARIANT: the variant's cargo features, comma-separated, from cargo-deb's table.
+variant_features() {
+    cargo metadata --no-deps --format-version 1 |
+        jq -er --arg v "$1" '.packages[] | select(.name == "ovn-bgp-agent") | .metadata.deb.variants[$v].features | join(",")'
+}
+
+if [ "$deb" = 1 ]; then
+    if ! cargo deb --version >/dev/null 2>&1; then
+        echo "==> installing cargo-deb"
+        cargo install cargo-deb --locked --quiet
+    fi
+    echo "==> cargo deb"
+    cargo deb --quiet
+    if [ "$variants" = 1 ]; then
+        for v in sb nb; do
+            echo "==> cargo deb --variant $v"
+            cargo deb --quiet --variant "$v"
+        done
+    fi
+    ls -l target/debian/*.deb
 fi
-echo "==> cargo deb"
-cargo deb --quiet
-if [ "$variants" = 1 ]; then
-    for v in sb nb; do
-        echo "==> cargo deb --variant $v"
-        cargo deb --quiet --variant "$v"
-    done
+
+if [ "$rpm" = 1 ]; then
+    if ! cargo generate-rpm --version >/dev/null 2>&1; then
+        echo "==> installing cargo-generate-rpm"
+        cargo install cargo-generate-rpm --locked --quiet
+    fi
+    # build_rpm [VARIANT]: cargo-generate-rpm packages what cargo built, so each variant is built
+    # with its features first (only this crate recompiles: the dependencies' features are the same).
+    build_rpm() {
+        local features=() variant=()
+        if [ -n "${1:-}" ]; then
+            features=(--no-default-features --features "$(variant_features "$1")")
+            variant=(--variant "$1")
+        fi
+        echo "==> cargo build --release ${features[*]}; cargo generate-rpm ${variant[*]}"
+        cargo build --quiet --release --bin ovn-bgp-agent "${features[@]}"
+        # Stripped like cargo-deb strips the .deb's (the release profile keeps line tables).
+        strip -o target/release/ovn-bgp-agent.stripped target/release/ovn-bgp-agent
+        cargo generate-rpm "${variant[@]}"
+    }
+    build_rpm
+    if [ "$variants" = 1 ]; then
+        for v in sb nb; do build_rpm "$v"; done
+    fi
+    ls -l target/generate-rpm/*.rpm
 fi
-ls -l target/debian/*.deb
