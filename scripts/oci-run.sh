@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the agent's OCI image (scripts/package-oci.sh) with crun, the way upstream's kolla/tripleo
-# containers run ovn-bgp-agent: privileged, in the host's network (and UTS) namespace, with the
+# Runs the agent's OCI image (scripts/package-oci.sh) with crun or runc, the way upstream's
+# kolla/tripleo containers run ovn-bgp-agent: privileged, in the host's network (and UTS) namespace, with the
 # configuration directory at /etc/ovn-bgp-agent and the host's FRR and OVS run directories bind
 # mounted. For a machine without podman; with podman the same layout is the README's
 # `podman run` line. The image must be unpacked first:
@@ -10,8 +10,8 @@
 #
 # Without agent arguments the image's own CMD runs (`--config-dir /etc/ovn-bgp-agent`); with them
 # they replace the CMD (e.g. `-- status --socket /run/ovn-bgp-agent/control.sock`). The runtime
-# stays in the foreground and passes signals on, so SIGTERM to this script's pid (crun's, after
-# exec) stops the agent.
+# stays in the foreground and passes signals on, so SIGTERM to this script's pid (the runtime's,
+# after exec) stops the agent.
 #
 # Options (host path -> path in the container):
 #   --config-dir DIR   -> /etc/ovn-bgp-agent, read-only (default /etc/ovn-bgp-agent)
@@ -22,7 +22,9 @@
 #   --netns-dir DIR    -> /run/netns, for [linux] netns (default: not mounted)
 #   --name NAME        the container's name (default ovn-bgp-agent-<pid>)
 #   --state-dir DIR    where the per-run bundle (config.json) is written (default /run/ovn-bgp-agent-oci)
-#   --no-cgroups       crun --cgroup-manager=disabled, for hosts where crun cannot create cgroups
+#   --runtime NAME     crun (default) or runc. Debian 12's crun 1.8 refuses hosts with cgroups in
+#                      hybrid mode when the cgroup v2 tree has a controller ("cgroups in hybrid
+#                      mode not supported"); runc runs there.
 set -euo pipefail
 
 die() {
@@ -32,7 +34,7 @@ die() {
 
 bundle= name=ovn-bgp-agent-$$ state_dir=/run/ovn-bgp-agent-oci
 config_dir=/etc/ovn-bgp-agent frr_run=/run/frr ovs_run=/run/openvswitch
-rt_tables= run_dir= netns_dir= cgroups=(--cgroup-manager=cgroupfs)
+rt_tables= run_dir= netns_dir= runtime=crun
 while (($#)); do
     case $1 in
     --bundle) bundle=${2:?} && shift ;;
@@ -44,7 +46,7 @@ while (($#)); do
     --netns-dir) netns_dir=${2:?} && shift ;;
     --name) name=${2:?} && shift ;;
     --state-dir) state_dir=${2:?} && shift ;;
-    --no-cgroups) cgroups=(--cgroup-manager=disabled) ;;
+    --runtime) runtime=${2:?} && shift ;;
     --) shift && break ;;
     -h | --help)
         sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
@@ -56,7 +58,10 @@ while (($#)); do
 done
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (a privileged container, as upstream's)"
-command -v crun >/dev/null || die "crun is not installed (scripts/install-deps.sh installs it)"
+case $runtime in
+crun | runc) command -v "$runtime" >/dev/null || die "$runtime is not installed (scripts/install-deps.sh installs crun and runc)" ;;
+*) die "--runtime: crun or runc, not $runtime" ;;
+esac
 [[ -n $bundle && -f $bundle/config.json && -d $bundle/rootfs ]] ||
     die "--bundle: a directory from 'umoci unpack' (config.json and rootfs/), got '$bundle'"
 bundle=$(realpath "$bundle")
@@ -77,20 +82,31 @@ bind "$ovs_run" /run/openvswitch
 [[ -z $run_dir ]] || bind "$run_dir" /run/ovn-bgp-agent
 [[ -z $netns_dir ]] || bind "$netns_dir" /run/netns
 
-args=$(jq -c '$ARGS.positional' --args -- "$@")
-# Every capability this kernel knows: what `privileged: true` gives upstream's container.
-caps=$(jq -c -n --argjson last "$(cat /proc/sys/kernel/cap_last_cap)" '[
-    "CAP_CHOWN","CAP_DAC_OVERRIDE","CAP_DAC_READ_SEARCH","CAP_FOWNER","CAP_FSETID","CAP_KILL",
-    "CAP_SETGID","CAP_SETUID","CAP_SETPCAP","CAP_LINUX_IMMUTABLE","CAP_NET_BIND_SERVICE",
-    "CAP_NET_BROADCAST","CAP_NET_ADMIN","CAP_NET_RAW","CAP_IPC_LOCK","CAP_IPC_OWNER",
-    "CAP_SYS_MODULE","CAP_SYS_RAWIO","CAP_SYS_CHROOT","CAP_SYS_PTRACE","CAP_SYS_PACCT",
-    "CAP_SYS_ADMIN","CAP_SYS_BOOT","CAP_SYS_NICE","CAP_SYS_RESOURCE","CAP_SYS_TIME",
-    "CAP_SYS_TTY_CONFIG","CAP_MKNOD","CAP_LEASE","CAP_AUDIT_WRITE","CAP_AUDIT_CONTROL",
-    "CAP_SETFCAP","CAP_MAC_OVERRIDE","CAP_MAC_ADMIN","CAP_SYSLOG","CAP_WAKE_ALARM",
-    "CAP_BLOCK_SUSPEND","CAP_AUDIT_READ","CAP_PERFMON","CAP_BPF","CAP_CHECKPOINT_RESTORE"][0:$last + 1]')
+# The agent arguments as a JSON array (NUL-separated, so any argument survives as it is).
+args='[]'
+(($# == 0)) || args=$(printf '%s\0' "$@" | jq -Rsc 'split("\u0000")[:-1]')
+# Every capability this process may pass on (its bounding set): what `privileged: true` gives
+# upstream's container (a runtime refuses a capability outside its own bounding set).
+all_caps=(CAP_CHOWN CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_FOWNER CAP_FSETID CAP_KILL CAP_SETGID
+    CAP_SETUID CAP_SETPCAP CAP_LINUX_IMMUTABLE CAP_NET_BIND_SERVICE CAP_NET_BROADCAST CAP_NET_ADMIN
+    CAP_NET_RAW CAP_IPC_LOCK CAP_IPC_OWNER CAP_SYS_MODULE CAP_SYS_RAWIO CAP_SYS_CHROOT CAP_SYS_PTRACE
+    CAP_SYS_PACCT CAP_SYS_ADMIN CAP_SYS_BOOT CAP_SYS_NICE CAP_SYS_RESOURCE CAP_SYS_TIME
+    CAP_SYS_TTY_CONFIG CAP_MKNOD CAP_LEASE CAP_AUDIT_WRITE CAP_AUDIT_CONTROL CAP_SETFCAP
+    CAP_MAC_OVERRIDE CAP_MAC_ADMIN CAP_SYSLOG CAP_WAKE_ALARM CAP_BLOCK_SUSPEND CAP_AUDIT_READ
+    CAP_PERFMON CAP_BPF CAP_CHECKPOINT_RESTORE)
+bounding=$((16#$(awk '/^CapBnd:/ {print $2}' /proc/self/status)))
+caps=()
+for i in "${!all_caps[@]}"; do
+    (((bounding >> i) & 1)) && caps+=("${all_caps[$i]}")
+done
+caps=$(printf '%s\n' "${caps[@]}" | jq -Rsc 'split("\n")[:-1]')
 
 # The per-run bundle: the image's runtime config (umoci wrote it from the image's ENTRYPOINT, CMD
-# and ENV) made privileged with the host's network, pointing at the unpacked rootfs.
+# and ENV) made privileged, pointing at the unpacked rootfs, with only its own mount and IPC
+# namespaces: the host's network (the agent configures it), UTS (the hostname names the chassis)
+# and PID namespace (the agent tells a running FRR daemon from a dead one's leftover socket by
+# the pid in its pid file; in a PID namespace of its own every daemon would look dead and every
+# reconcile would re-apply all of FRR's configuration).
 run_bundle=$state_dir/$name
 mkdir -p "$run_bundle"
 jq --arg root "$bundle/rootfs" --argjson args "$args" --argjson caps "$caps" --argjson mounts "$mounts" '
@@ -100,7 +116,7 @@ jq --arg root "$bundle/rootfs" --argjson args "$args" --argjson caps "$caps" --a
     | .process.capabilities = {bounding: $caps, effective: $caps, permitted: $caps, inheritable: $caps, ambient: $caps}
     | .process.noNewPrivileges = false
     | del(.process.apparmorProfile, .process.selinuxLabel, .linux.seccomp)
-    | .linux.namespaces |= map(select(.type != "network" and .type != "uts" and .type != "user" and .type != "cgroup"))
+    | .linux.namespaces |= map(select(.type == "mount" or .type == "ipc"))
     | .linux.maskedPaths = [] | .linux.readonlyPaths = []
     | del(.linux.uidMappings, .linux.gidMappings)
     | .hostname = null | del(.hostname)
@@ -108,4 +124,4 @@ jq --arg root "$bundle/rootfs" --argjson args "$args" --argjson caps "$caps" --a
     | .mounts += $mounts
 ' "$bundle/config.json" >"$run_bundle/config.json"
 
-exec crun "${cgroups[@]}" run --bundle "$run_bundle" "$name"
+exec "$runtime" run --bundle "$run_bundle" "$name"

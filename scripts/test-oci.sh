@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The OCI image, end to end: built (scripts/package-oci.sh), unpacked with umoci, and run with
-# crun (scripts/oci-run.sh) the way upstream's containers run the agent, against the lab with the
-# NB driver, until the ToR has learned every route the demo expects.
+# crun, or runc where crun cannot run (scripts/oci-run.sh), the way upstream's containers run the
+# agent, against the lab with the NB driver, until the ToR has learned every route the demo expects.
 #
 #   sudo scripts/test-oci.sh                 # build the image, then run it
 #   sudo scripts/test-oci.sh --no-build      # run the image already in target/oci/
@@ -26,7 +26,7 @@ fail() {
     printf 'test-oci: FAILED: %s\n' "$*" >&2
     exit 1
 }
-[ "$(id -u)" = 0 ] || fail "run as root (the lab creates network namespaces, crun runs the image)"
+[ "$(id -u)" = 0 ] || fail "run as root (the lab creates network namespaces, an OCI runtime runs the image)"
 started=$SECONDS
 
 if [ "$build" = 1 ]; then
@@ -53,6 +53,26 @@ for tool in usr/bin/vtysh usr/bin/ovs-vsctl usr/bin/ovs-ofctl usr/bin/ovs-appctl
     [ -x "$bundle/rootfs/$tool" ] || fail "the image has no /$tool"
 done
 
+# The OCI runtime: crun where it runs (OCI_RUNTIME=crun|runc forces one), else runc; the probe
+# runs the image's agent with --version in a container with the same mounts as the test's.
+probe_dir=$(mktemp -d)
+probe() {
+    scripts/oci-run.sh --runtime "$1" --bundle "$bundle" --name "ovn-bgp-agent-probe-$$" \
+        --state-dir "$probe_dir" --config-dir "$probe_dir" --frr-run "$probe_dir" --ovs-run "$probe_dir" -- --version
+}
+runtime=${OCI_RUNTIME:-}
+if [ -z "$runtime" ]; then
+    if out=$(probe crun 2>&1); then
+        runtime=crun
+    else
+        echo "crun cannot run containers here: $out"
+        runtime=runc
+    fi
+fi
+out=$(probe "$runtime" 2>&1) || fail "$runtime cannot run the image: $out"
+rm -rf -- "$probe_dir"
+echo "runtime $runtime: the image's agent says: $out"
+
 step "bringing up the lab in $LAB_DIR"
 scripts/lab/up.sh >/dev/null
 # shellcheck disable=SC1091
@@ -78,11 +98,11 @@ if grep -nF "$LAB_DIR" "$etc"/*.conf; then
     fail "the container's configuration still names $LAB_DIR (above): the layout is not what is tested"
 fi
 
-step "running the image with crun: default CMD, host network, the upstream bind mounts"
+step "running the image with $runtime: default CMD, host network, the upstream bind mounts"
 name=ovn-bgp-agent-oci-test
-# The pid file and the state directory are under LAB_DIR, so scripts/lab/down.sh stops crun with
-# the lab (crun passes SIGTERM on to the agent).
-scripts/oci-run.sh --bundle "$bundle" --name "$name" --state-dir "$LAB_DIR/oci" \
+# The pid file and the state directory are under LAB_DIR, so scripts/lab/down.sh stops the
+# runtime with the lab (it passes SIGTERM on to the agent).
+scripts/oci-run.sh --runtime "$runtime" --bundle "$bundle" --name "$name" --state-dir "$LAB_DIR/oci" \
     --config-dir "$etc" --frr-run "$VTY_CHASSIS" --ovs-run "$OVS_RUNDIR" --rt-tables "$RT_TABLES" \
     --run-dir "$run" --netns-dir /run/netns >"$LAB_DIR/agent.log" 2>&1 &
 echo $! >"$LAB_DIR/agent.pid"
@@ -93,7 +113,7 @@ cleanup() {
         tail -n 30 "$LAB_DIR/agent.log" >&2 || true
     fi
     scripts/lab/down.sh >/dev/null 2>&1 || echo "scripts/lab/down.sh failed; LAB_DIR=$LAB_DIR scripts/lab/down.sh" >&2
-    if crun state "$name" >/dev/null 2>&1; then
+    if "$runtime" state "$name" >/dev/null 2>&1; then
         echo "test-oci: container $name survived the lab's teardown" >&2
         rc=1
     fi
@@ -104,7 +124,7 @@ trap cleanup EXIT
 scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
 
 step "the agent runs inside the container: own mount namespace, the host's network namespace"
-agent_pid=$(crun state "$name" | jq -r .pid)
+agent_pid=$("$runtime" state "$name" | jq -r .pid)
 tr '\0' ' ' <"/proc/$agent_pid/cmdline" | tee /dev/stderr | grep -qx '/usr/bin/ovn-bgp-agent --config-dir /etc/ovn-bgp-agent ' ||
     fail "pid $agent_pid is not the image's default command"
 [ "$(readlink "/proc/$agent_pid/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] || fail "the agent shares the host's mount namespace"
@@ -124,7 +144,7 @@ step "rt_tables, a single bind-mounted file, got the agent's table for br-ex"
 grep -E '^[0-9]+[[:space:]]+br-ex$' "$RT_TABLES" || fail "$RT_TABLES has no table for br-ex"
 
 step "ovn-bgp-agent status in a second container, over the control socket in /run/ovn-bgp-agent"
-status=$(scripts/oci-run.sh --bundle "$bundle" --name "$name-status" --state-dir "$LAB_DIR/oci" \
+status=$(scripts/oci-run.sh --runtime "$runtime" --bundle "$bundle" --name "$name-status" --state-dir "$LAB_DIR/oci" \
     --config-dir "$etc" --frr-run "$VTY_CHASSIS" --ovs-run "$OVS_RUNDIR" --run-dir "$run" \
     -- status --socket /run/ovn-bgp-agent/control.sock)
 echo "$status"

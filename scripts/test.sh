@@ -68,6 +68,13 @@ if [ "$quick" = 0 ]; then
         --config-dir /etc/ovn-bgp-agent/bgp-agent.conf.d check-config >/dev/null
     LAB_DIR=/tmp/ovn-bgp-demo-deb scripts/demo.sh --driver nb --agent /usr/bin/ovn-bgp-agent --stop
     dpkg -r ovn-bgp-agent-rs
+
+    step "package: the .rpm (the same release binary) checked, installed into a scratch root and run"
+    scripts/package.sh --rpm
+    scripts/test-rpm.sh
+
+    step "package: the OCI image built, unpacked and run by an OCI runtime against the lab"
+    LAB_DIR=/tmp/ovn-bgp-oci scripts/test-oci.sh
 fi
 
 if [ "$quick" = 0 ]; then
