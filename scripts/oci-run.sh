@@ -82,9 +82,11 @@ bind "$ovs_run" /run/openvswitch
 [[ -z $run_dir ]] || bind "$run_dir" /run/ovn-bgp-agent
 [[ -z $netns_dir ]] || bind "$netns_dir" /run/netns
 
-# The agent arguments as a JSON array (NUL-separated, so any argument survives as it is).
+# The agent arguments as a JSON array, one --arg each, so any argument survives as it is.
 args='[]'
-(($# == 0)) || args=$(printf '%s\0' "$@" | jq -Rsc 'split("\u0000")[:-1]')
+for arg in "$@"; do
+    args=$(jq -c --arg a "$arg" '. + [$a]' <<<"$args")
+done
 # Every capability this process may pass on (its bounding set): what `privileged: true` gives
 # upstream's container (a runtime refuses a capability outside its own bounding set).
 all_caps=(CAP_CHOWN CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_FOWNER CAP_FSETID CAP_KILL CAP_SETGID

@@ -131,6 +131,8 @@ cp -a -- "$BASE/layout" "$layout"
 # made-up AS); /run/ovn-bgp-agent holds the control socket, /var/lib/ovn-bgp-agent [frr] state_file.
 layer=$out/layer
 doc=$layer/usr/share/doc/ovn-bgp-agent-rs
+# As cargo built it, like the .deb's and the .rpm's (the release profile keeps line tables for
+# panic backtraces).
 install -D -m 755 "$binary" "$layer/usr/bin/ovn-bgp-agent"
 install -D -m 644 packaging/bgp-agent.conf "$doc/bgp-agent.conf.sample"
 install -m 644 README.md docs/configuration.md "$doc/"

@@ -29,16 +29,32 @@ variant_features() {
         jq -er --arg v "$1" '.packages[] | select(.name == "ovn-bgp-agent") | .metadata.deb.variants[$v].features | join(",")'
 }
 
+# stage_sample [VARIANT]: the sample config of this build, at target/packaging/bgp-agent.conf
+# where both formats' assets take it from. packaging/bgp-agent.conf names the NB driver, which
+# the -sb variant does not have, so its sample names the SB driver (check-config would reject it).
+stage_sample() {
+    local driver=nb_ovn_bgp_driver
+    [ "${1:-}" = sb ] && driver=ovn_bgp_driver
+    mkdir -p target/packaging
+    sed "s/^driver = .*/driver = $driver/" packaging/bgp-agent.conf >target/packaging/bgp-agent.conf
+    grep -qx "driver = $driver" target/packaging/bgp-agent.conf || {
+        echo "packaging/bgp-agent.conf has no 'driver = ' line to set to $driver" >&2
+        exit 1
+    }
+}
+
 if [ "$deb" = 1 ]; then
     if ! cargo deb --version >/dev/null 2>&1; then
         echo "==> installing cargo-deb"
         cargo install cargo-deb --locked --quiet
     fi
     echo "==> cargo deb"
+    stage_sample
     cargo deb --quiet
     if [ "$variants" = 1 ]; then
         for v in sb nb; do
             echo "==> cargo deb --variant $v"
+            stage_sample "$v"
             cargo deb --quiet --variant "$v"
         done
     fi
@@ -59,9 +75,8 @@ if [ "$rpm" = 1 ]; then
             variant=(--variant "$1")
         fi
         echo "==> cargo build --release ${features[*]}; cargo generate-rpm ${variant[*]}"
+        stage_sample "${1:-}"
         cargo build --quiet --release --bin ovn-bgp-agent "${features[@]}"
-        # Stripped like cargo-deb strips the .deb's (the release profile keeps line tables).
-        strip -o target/release/ovn-bgp-agent.stripped target/release/ovn-bgp-agent
         cargo generate-rpm "${variant[@]}"
     }
     build_rpm

@@ -57,7 +57,7 @@ done
 # runs the image's agent with --version in a container with the same mounts as the test's.
 probe_dir=$(mktemp -d)
 probe() {
-    scripts/oci-run.sh --runtime "$1" --bundle "$bundle" --name "ovn-bgp-agent-probe-$$" \
+    timeout 60 scripts/oci-run.sh --runtime "$1" --bundle "$bundle" --name "ovn-bgp-agent-probe-$$" \
         --state-dir "$probe_dir" --config-dir "$probe_dir" --frr-run "$probe_dir" --ovs-run "$probe_dir" -- --version
 }
 runtime=${OCI_RUNTIME:-}
@@ -73,6 +73,21 @@ out=$(probe "$runtime" 2>&1) || fail "$runtime cannot run the image: $out"
 rm -rf -- "$probe_dir"
 echo "runtime $runtime: the image's agent says: $out"
 
+cleanup() {
+    local rc=$?
+    if [ "$rc" != 0 ]; then
+        echo "--- last lines of $LAB_DIR/agent.log" >&2
+        tail -n 30 "$LAB_DIR/agent.log" >&2 || true
+    fi
+    scripts/lab/down.sh >/dev/null 2>&1 || echo "scripts/lab/down.sh failed; LAB_DIR=$LAB_DIR scripts/lab/down.sh" >&2
+    if [ -n "${name:-}" ] && "$runtime" state "$name" >/dev/null 2>&1; then
+        echo "test-oci: container $name survived the lab's teardown" >&2
+        rc=1
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+
 step "bringing up the lab in $LAB_DIR"
 scripts/lab/up.sh >/dev/null
 # shellcheck disable=SC1091
@@ -83,7 +98,7 @@ step "writing the container's /etc/ovn-bgp-agent"
 etc=$LAB_DIR/oci/etc
 run=$LAB_DIR/oci/run
 mkdir -p "$etc" "$run"
-sed -e "s|^ovn_nb_connection = .*|ovn_nb_connection = $NB_TCP|" \
+sed -e '/^#/d' -e "s|^ovn_nb_connection = .*|ovn_nb_connection = $NB_TCP|" \
     -e "s|^ovn_sb_connection = .*|ovn_sb_connection = $SB_TCP|" \
     -e "s|^ovsdb_connection = .*|ovsdb_connection = unix:/run/openvswitch/db.sock|" \
     -e "s|^vtysh_path = .*|vtysh_path = /usr/bin/vtysh|" \
@@ -106,27 +121,14 @@ scripts/oci-run.sh --runtime "$runtime" --bundle "$bundle" --name "$name" --stat
     --config-dir "$etc" --frr-run "$VTY_CHASSIS" --ovs-run "$OVS_RUNDIR" --rt-tables "$RT_TABLES" \
     --run-dir "$run" --netns-dir /run/netns >"$LAB_DIR/agent.log" 2>&1 &
 echo $! >"$LAB_DIR/agent.pid"
-cleanup() {
-    local rc=$?
-    if [ "$rc" != 0 ]; then
-        echo "--- last lines of $LAB_DIR/agent.log" >&2
-        tail -n 30 "$LAB_DIR/agent.log" >&2 || true
-    fi
-    scripts/lab/down.sh >/dev/null 2>&1 || echo "scripts/lab/down.sh failed; LAB_DIR=$LAB_DIR scripts/lab/down.sh" >&2
-    if "$runtime" state "$name" >/dev/null 2>&1; then
-        echo "test-oci: container $name survived the lab's teardown" >&2
-        rc=1
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
 
 scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
 
 step "the agent runs inside the container: own mount namespace, the host's network namespace"
 agent_pid=$("$runtime" state "$name" | jq -r .pid)
-tr '\0' ' ' <"/proc/$agent_pid/cmdline" | tee /dev/stderr | grep -qx '/usr/bin/ovn-bgp-agent --config-dir /etc/ovn-bgp-agent ' ||
-    fail "pid $agent_pid is not the image's default command"
+cmdline=$(tr '\0' ' ' <"/proc/$agent_pid/cmdline")
+echo "container pid $agent_pid: $cmdline"
+[ "$cmdline" = '/usr/bin/ovn-bgp-agent --config-dir /etc/ovn-bgp-agent ' ] || fail "pid $agent_pid is not the image's default command"
 [ "$(readlink "/proc/$agent_pid/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] || fail "the agent shares the host's mount namespace"
 [ "$(readlink "/proc/$agent_pid/ns/net")" = "$(readlink /proc/self/ns/net)" ] || fail "the agent is not in the host's network namespace"
 

@@ -5,6 +5,8 @@
 # check-config on the installed sample configuration; rpm -V then finds every file as packaged.
 #
 #   scripts/test-rpm.sh [target/generate-rpm/ovn-bgp-agent-rs-<version>-1.x86_64.rpm]
+#   scripts/test-rpm.sh target/generate-rpm/ovn-bgp-agent-rs-sb-<version>-1.x86_64.rpm   # a variant
+#                                  (its binary must list only its driver and underlay)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() {
@@ -18,7 +20,13 @@ command -v rpm >/dev/null || fail "rpm is not installed (scripts/install-deps.sh
 
 rpm -qip "$rpm_file"
 name=$(rpm -qp --qf '%{NAME}' "$rpm_file")
-[ "$name" = ovn-bgp-agent-rs ] || fail "package name $name"
+# Every driver and backend in the full package; one driver and the underlay backend in a slim one.
+case $name in
+    ovn-bgp-agent-rs) plugins="nb_ovn_bgp_driver ovn ovn_bgp_driver ovn_evpn_driver ovn_stretched_l2_bgp_driver underlay vrf" ;;
+    ovn-bgp-agent-rs-sb) plugins="ovn_bgp_driver underlay" ;;
+    ovn-bgp-agent-rs-nb) plugins="nb_ovn_bgp_driver underlay" ;;
+    *) fail "package name $name" ;;
+esac
 [ "$(rpm -qp --qf '%{VERSION}' "$rpm_file")" = "$version" ] || fail "package version is not $version"
 
 expected="/etc/ovn-bgp-agent/bgp-agent.conf
@@ -48,6 +56,8 @@ trap 'rm -rf --one-file-system -- "$root"' EXIT
 rpm -i --nodeps --noscripts --root "$root" "$rpm_file"
 rpm --root "$root" -V --nodeps --noscripts "$name" || fail "rpm -V: the installed files differ from the package"
 "$root/usr/bin/ovn-bgp-agent" --version
+listed=$("$root/usr/bin/ovn-bgp-agent" plugins | awk '/^  /{print $1}' | sort | xargs)
+[ "$listed" = "$plugins" ] || fail "$name's binary has [$listed], expected [$plugins]"
 "$root/usr/bin/ovn-bgp-agent" --config-file "$root/etc/ovn-bgp-agent/bgp-agent.conf" \
     --config-dir "$root/etc/ovn-bgp-agent/bgp-agent.conf.d" check-config >/dev/null ||
     fail "check-config rejects the installed sample configuration"

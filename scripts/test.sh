@@ -72,9 +72,8 @@ if [ "$quick" = 0 ]; then
     step "package: the .rpm (the same release binary) checked, installed into a scratch root and run"
     scripts/package.sh --rpm
     scripts/test-rpm.sh
-
-    step "package: the OCI image built, unpacked and run by an OCI runtime against the lab"
-    LAB_DIR=/tmp/ovn-bgp-oci scripts/test-oci.sh
+    # The OCI image has its own end-to-end test, scripts/test-oci.sh, not run here: the static musl
+    # release build it needs adds about 3 minutes even with a warm target directory.
 fi
 
 if [ "$quick" = 0 ]; then
