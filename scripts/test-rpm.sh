@@ -32,9 +32,12 @@ esac
 expected="/etc/ovn-bgp-agent/bgp-agent.conf
 /etc/ovn-bgp-agent/bgp-agent.conf.d/README
 /usr/bin/ovn-bgp-agent
+/usr/lib/systemd/system/ovn-bgp-agent-nonroot.service
 /usr/lib/systemd/system/ovn-bgp-agent.service
+/usr/lib/sysusers.d/ovn-bgp-agent.conf
 /usr/share/doc/ovn-bgp-agent-rs/README.md
 /usr/share/doc/ovn-bgp-agent-rs/configuration.md
+/usr/share/doc/ovn-bgp-agent-rs/operations.md
 /usr/share/licenses/ovn-bgp-agent-rs/LICENSE"
 files=$(rpm -qlp "$rpm_file" | sort)
 echo "$files"
