@@ -150,6 +150,18 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
     );
     assert!(r.reconcile(&d).await.unwrap().errors.is_empty());
 
+    // What the agent exposes on its own (marked) devices is not an address of the host: a
+    // restarted agent must not refuse it in its policy stage.
+    ns.ip(&["addr", "add", "10.0.0.10/32", "dev", "tst-ifb"]);
+    ns.ip(&["addr", "add", "192.0.2.1/24", "dev", "other-br"]);
+    let host = r.host_addresses().await.unwrap();
+    assert!(
+        host.iter()
+            .any(|(dev, a)| dev == "other-br" && a.to_string() == "192.0.2.1/24"),
+        "{host:?}"
+    );
+    assert!(!host.iter().any(|(dev, _)| dev == "tst-ifb"), "{host:?}");
+
     // State drift: a link set down, a master removed: put back, counted as changes.
     ns.ip(&["link", "set", "tst-ifb", "down"]);
     ns.ip(&["link", "set", "tst-v0", "nomaster"]);

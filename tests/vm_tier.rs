@@ -1238,10 +1238,19 @@ mod evpn_agent {
         );
 
         let before = settled_updates_received_from_chassis(&lab);
+        let evpn_before = lab.vtysh_tor("show bgp l2vpn evpn");
+        let log_len = agent.log().len();
         agent.restart();
         std::thread::sleep(scaled(3));
         agent.assert_running();
         let after = settled_updates_received_from_chassis(&lab);
+        if before != after {
+            println!(
+                "ToR before the restart:\n{evpn_before}\nafter:\n{}\nagent log since:\n{}",
+                lab.vtysh_tor("show bgp l2vpn evpn"),
+                &agent.log()[log_len..]
+            );
+        }
         assert_eq!(before, after, "the restart sent UPDATEs to the ToR");
         pass("an agent restart sends zero UPDATEs to the ToR");
 

@@ -309,6 +309,9 @@ impl NetlinkReconciler {
 
     /// Every address configured in the target namespace (both families) with the name of its
     /// device, for the policy stage's "never expose what covers the host's own addresses".
+    /// Addresses on the agent's own devices (those carrying its alias: bgp-nic, `lo-<vni>`, an
+    /// EVPN veth) are what the agent exposes, not the host's, and are left out: a restarted
+    /// agent must not refuse what its predecessor exposed there.
     pub async fn host_addresses(&self) -> Result<Vec<(String, ipnet::IpNet)>, NetlinkError> {
         let s = self.session().await?;
         let r = dump_links(&s.conn).await;
@@ -321,9 +324,10 @@ impl NetlinkReconciler {
         ] {
             let r = s.conn.dump(what, addresses::dump_request(family)).await;
             self.forget_session_if_closed(&r);
-            out.extend(r?.iter().filter_map(addresses::parse).map(|a| {
+            out.extend(r?.iter().filter_map(addresses::parse).filter_map(|a| {
                 let dev = links.names.get(&a.index).cloned().unwrap_or_default();
-                (dev, a.addr)
+                let agents = links.by_name.get(&dev).is_some_and(|l| l.marked());
+                (!agents).then_some((dev, a.addr))
             }));
         }
         Ok(out)
