@@ -1035,7 +1035,7 @@ mod evpn_agent {
                 "Logical_Switch_Port",
                 port,
                 "external_ids",
-                "neutron_bgpvpn:vni",
+                "\"neutron_bgpvpn:vni\"",
             ]);
         }
     }

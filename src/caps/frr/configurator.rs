@@ -56,7 +56,7 @@ impl FrrFingerprint {
             // daemon's socket is left out, so the fingerprint changes and the next apply is tried
             // (and fails loudly) instead of reporting "already applied".
             let daemon = name.trim_end_matches(".vty");
-            if !daemon_alive(&dir.join(format!("{daemon}.pid"))).await {
+            if !daemon_alive(&dir.join(format!("{daemon}.pid")), &entry.path()).await {
                 continue;
             }
             // A socket vanishing between readdir and stat is a restart in progress: skip it,
@@ -75,12 +75,25 @@ impl FrrFingerprint {
     }
 }
 
-/// False only when a pid file exists and names no running process. A pid file that cannot be
-/// trusted (see [`read_pid_file`]) is reported and the daemon counted as running, as before
-/// the pid file was consulted at all.
-async fn daemon_alive(pid_file: &Path) -> bool {
+/// False only when a pid file exists, names no process this agent can see, and the daemon's
+/// vty socket refuses connections. The socket is asked because the agent may run in a PID
+/// namespace of its own (a container without `--pid host`), where FRR's pids name nothing: a
+/// live daemon accepts the connection, a dead one's leftover socket refuses it. A pid file that
+/// cannot be trusted (see [`read_pid_file`]) is reported and the daemon counted as running, as
+/// before the pid file was consulted at all.
+async fn daemon_alive(pid_file: &Path, socket: &Path) -> bool {
     match read_pid_file(pid_file) {
-        Ok(Some(pid)) => tokio::fs::metadata(format!("/proc/{pid}")).await.is_ok(),
+        Ok(Some(pid)) => {
+            tokio::fs::metadata(format!("/proc/{pid}")).await.is_ok()
+                || matches!(
+                    tokio::time::timeout(
+                        std::time::Duration::from_secs(1),
+                        tokio::net::UnixStream::connect(socket)
+                    )
+                    .await,
+                    Ok(Ok(_))
+                )
+        }
         Ok(None) => true,
         Err(e) => {
             tracing::warn!("{e}; counting the daemon as running");
