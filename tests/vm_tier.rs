@@ -1293,13 +1293,19 @@ mod evpn_agent {
         for gone in ["br-1001:", "vxlan-1001", "lo-1001"] {
             assert!(!links.contains(gone), "{gone} left:\n{links}");
         }
-        assert!(
-            !lab.vsctl(&["list-ports", "br-ex"])
-                .contains("veth-ovs-1001")
-        );
-        assert!(
-            !lab.ovs_ofctl(&["dump-flows", "br-ex", "cookie=998/-1"])
-                .contains("cookie=0x3e6")
+        // OVS is reconciled in the background, after the kernel part.
+        wait_for(
+            "veth-ovs-1001 and the redirect flows gone from br-ex",
+            scaled(10),
+            || {
+                let ports = lab.vsctl(&["list-ports", "br-ex"]);
+                let flows = lab.ovs_ofctl(&["dump-flows", "br-ex", "cookie=998/-1"]);
+                if ports.contains("veth-ovs-1001") || flows.contains("cookie=0x3e6") {
+                    Err(format!("{ports}\n{flows}"))
+                } else {
+                    Ok(())
+                }
+            },
         );
         wait_for("the VRF stanzas removed from FRR", scaled(10), || {
             let c = lab.vtysh_chassis("show running-config");
