@@ -123,10 +123,17 @@ pub fn vxlan_name(vni: Vni) -> InterfaceName {
 pub fn loopback_name(vni: Vni) -> InterfaceName {
     name(format!("lo-{vni}"))
 }
-fn veth_vrf_name(vni: Vni) -> InterfaceName {
-    // "veth-vrf-" + 8 digits is 17 characters: VNIs above 999999 do not fit (upstream fails
-    // there too); the scope is then reported.
-    InterfaceName::new(format!("veth-vrf-{vni}")).unwrap_or_else(|_| name(format!("vv-{vni}")))
+/// The SB EVPN veth pair: `veth-vrf-<vni>`↔`veth-ovs-<vni>`. "veth-vrf-" + 8 digits is 17
+/// characters: a VNI of 7 or more digits does not fit IFNAMSIZ (upstream fails to create the
+/// device there), so such a pair is named `vv-<vni>`↔`vo-<vni>` instead.
+fn veth_pair_names(vni: Vni) -> (InterfaceName, InterfaceName) {
+    match (
+        InterfaceName::new(format!("veth-vrf-{vni}")),
+        InterfaceName::new(format!("veth-ovs-{vni}")),
+    ) {
+        (Ok(vrf_side), Ok(ovs_side)) => (vrf_side, ovs_side),
+        _ => (name(format!("vv-{vni}")), name(format!("vo-{vni}"))),
+    }
 }
 
 /// The devices through which a scope reaches OVS, per attachment.
@@ -508,7 +515,7 @@ fn router_gateway_port(
             }
         }
         None => {
-            let (vrf_side, ovs_side) = (veth_vrf_name(vni), name(format!("veth-ovs-{vni}")));
+            let (vrf_side, ovs_side) = veth_pair_names(vni);
             veth_pair(&vrf_side, &ovs_side, vrf, mac, provider, None, d);
             Port {
                 vrf_side,
@@ -1217,6 +1224,44 @@ mod tests {
         assert_eq!(r.system.frr_objects.len(), 1);
         let gone = render(&settings(), &facts, &ExposureSet::default());
         assert!(gone.system.links.is_empty());
+    }
+
+    #[test]
+    fn the_largest_vni_gets_a_veth_pair_that_fits_ifnamsiz() {
+        let mut set = f1(None);
+        let scope = set.scopes.remove(&ScopeId::Evpn(vni(1001))).unwrap();
+        let mut params = scope.evpn.clone().unwrap();
+        params.vni = vni(0xFF_FFFF);
+        // <VTEP>:<vni> cannot carry a VNI above 65535: such a VNI needs an explicit RD.
+        params.rd = Some("64999:1".parse().unwrap());
+        set.scopes.insert(
+            ScopeId::Evpn(vni(0xFF_FFFF)),
+            ExposureScope {
+                evpn: Some(params),
+                ..scope
+            },
+        );
+        let r = render(
+            &settings(),
+            &super::super::facts_with_vtep("10.0.0.1"),
+            &set,
+        );
+        assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+        let veth = link(&r.system, "vv-16777215");
+        assert_eq!(
+            veth.kind,
+            LinkKind::Veth {
+                peer: ifname("vo-16777215")
+            }
+        );
+        assert!(
+            r.system
+                .ovs_ports
+                .iter()
+                .any(|p| p.name.as_str() == "vo-16777215")
+        );
+        // Six digits still get upstream's names.
+        assert_eq!(veth_pair_names(vni(999_999)).1.as_str(), "veth-ovs-999999");
     }
 
     #[test]
