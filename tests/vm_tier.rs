@@ -284,6 +284,42 @@ fn hung_payload_is_killed_at_the_timeout_and_reported() {
 /// The VLAN id of the lab's provider network in the VM (localnet `tag`).
 const PROVIDER_VLAN: &str = "100";
 
+/// The host half of a test whose in-VM half is this same test binary: boots the VM, runs the
+/// test `name` there (payloads/cargo-tests.sh) and requires every `PASS: <check>` line of
+/// `checks` and exactly that test reported as passed.
+fn run_this_test_in_vm(name: &str, what: &str, checks: &[&str]) {
+    assert_prepared();
+    let me = std::env::current_exe().expect("path of this test binary");
+    let me = me.to_str().expect("test binary path is UTF-8");
+    let output = run_in_vm(
+        &[],
+        &[
+            "scripts/vm-tier/payloads/cargo-tests.sh",
+            me,
+            name,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+        ],
+    );
+    let all = text(&output);
+    assert!(
+        output.status.success(),
+        "the {what} failed in the VM ({})",
+        output.status
+    );
+    for check in checks {
+        assert!(
+            all.contains(&format!("PASS: {check}")),
+            "missing 'PASS: {check}' in the VM output"
+        );
+    }
+    assert!(
+        all.contains(&format!("test {name} ... ok")) && all.contains("test result: ok. 1 passed"),
+        "the VM did not report exactly this test as passed"
+    );
+}
+
 /// On the host this boots the VM and runs this test binary there (payloads/cargo-tests.sh); inside
 /// the VM it brings up the lab with `LAB_KERNEL=full` (OVS kernel datapath, the agent's default
 /// device kinds vrf + dummy, FRR without the stand-in route-map) and a VLAN provider network, runs
@@ -296,36 +332,7 @@ fn agent_end_to_end_on_the_production_path() {
         production_path::run_inside_the_vm();
         return;
     }
-    assert_prepared();
-    let me = std::env::current_exe().expect("path of this test binary");
-    let me = me.to_str().expect("test binary path is UTF-8");
-    let output = run_in_vm(
-        &[],
-        &[
-            "scripts/vm-tier/payloads/cargo-tests.sh",
-            me,
-            NAME,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-        ],
-    );
-    let all = text(&output);
-    assert!(
-        output.status.success(),
-        "the agent end-to-end test failed in the VM ({})",
-        output.status
-    );
-    for check in production_path::CHECKS {
-        assert!(
-            all.contains(&format!("PASS: {check}")),
-            "missing 'PASS: {check}' in the VM output"
-        );
-    }
-    assert!(
-        all.contains(&format!("test {NAME} ... ok")) && all.contains("test result: ok. 1 passed"),
-        "the VM did not report exactly this test as passed"
-    );
+    run_this_test_in_vm(NAME, "agent end-to-end test", production_path::CHECKS);
 }
 
 /// The in-VM half of [`agent_end_to_end_on_the_production_path`].
@@ -364,7 +371,7 @@ mod production_path {
     }
 
     /// How much slower than the host this VM is (run.sh exports it; 1 outside the VM tier).
-    fn time_scale() -> u32 {
+    pub(crate) fn time_scale() -> u32 {
         std::env::var("VM_TIER_TIME_SCALE")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -373,7 +380,7 @@ mod production_path {
     }
 
     /// `base` host seconds, scaled to this VM.
-    fn scaled(base_secs: u64) -> Duration {
+    pub(crate) fn scaled(base_secs: u64) -> Duration {
         Duration::from_secs(base_secs * u64::from(time_scale()))
     }
 
@@ -391,7 +398,12 @@ mod production_path {
     }
 
     /// Polls `ip -n <chassis> ARGS` until `pred` holds; returns the last output.
-    fn wait_ip(lab: &Lab, what: &str, args: &[&str], pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_ip(
+        lab: &Lab,
+        what: &str,
+        args: &[&str],
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
         wait_for(what, scaled(8), || {
             let out = lab.ip_chassis(args);
             if pred(&out) { Ok(out) } else { Err(out) }
@@ -905,45 +917,18 @@ fn sb_evpn_agent_end_to_end_on_the_real_kernel() {
         evpn_agent::run_inside_the_vm();
         return;
     }
-    assert_prepared();
-    let me = std::env::current_exe().expect("path of this test binary");
-    let me = me.to_str().expect("test binary path is UTF-8");
-    let output = run_in_vm(
-        &[],
-        &[
-            "scripts/vm-tier/payloads/cargo-tests.sh",
-            me,
-            NAME,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-        ],
-    );
-    let all = text(&output);
-    assert!(
-        output.status.success(),
-        "the EVPN agent test failed in the VM ({})",
-        output.status
-    );
-    for check in evpn_agent::CHECKS {
-        assert!(
-            all.contains(&format!("PASS: {check}")),
-            "missing 'PASS: {check}' in the VM output"
-        );
-    }
-    assert!(
-        all.contains(&format!("test {NAME} ... ok")) && all.contains("test result: ok. 1 passed"),
-        "the VM did not report exactly this test as passed"
-    );
+    run_this_test_in_vm(NAME, "EVPN agent test", evpn_agent::CHECKS);
 }
 
 /// The in-VM half of [`sb_evpn_agent_end_to_end_on_the_real_kernel`].
 mod evpn_agent {
     use crate::agent_fixture::Agent;
     use crate::lab_fixture::{Lab, Type5Route, wait_for};
-    use crate::production_path::{restart_chassis_frr, settled_updates_received_from_chassis};
+    use crate::production_path::{
+        restart_chassis_frr, scaled, settled_updates_received_from_chassis, time_scale, wait_ip,
+    };
     use std::process::Command;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     const VNI: u32 = 1001;
     /// An address in the ToR's VRF (the ping's source).
@@ -975,18 +960,6 @@ mod evpn_agent {
         println!("PASS: {check} (at {at:.1} s)");
     }
 
-    fn time_scale() -> u64 {
-        std::env::var("VM_TIER_TIME_SCALE")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .filter(|&s| s >= 1)
-            .unwrap_or(1)
-    }
-
-    fn scaled(base_secs: u64) -> Duration {
-        Duration::from_secs(base_secs * time_scale())
-    }
-
     fn wait_type5(lab: &Lab, what: &str, pred: impl Fn(&[Type5Route]) -> bool) -> Vec<Type5Route> {
         wait_for(what, scaled(8), || {
             let routes = lab.tor_type5_routes();
@@ -995,13 +968,6 @@ mod evpn_agent {
             } else {
                 Err(format!("{routes:#?}"))
             }
-        })
-    }
-
-    fn wait_ip(lab: &Lab, what: &str, args: &[&str], pred: impl Fn(&str) -> bool) -> String {
-        wait_for(what, scaled(8), || {
-            let out = lab.ip_chassis(args);
-            if pred(&out) { Ok(out) } else { Err(out) }
         })
     }
 
