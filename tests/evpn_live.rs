@@ -27,25 +27,8 @@ use ovsdb_support::*;
 const T: Duration = Duration::from_secs(15);
 const GW_MAC: &str = "fa:16:3e:aa:bb:cc";
 
-fn named(n: &str) -> Datum {
-    Datum::Atom(Atom::NamedUuid(n.into()))
-}
-
-fn strings(values: &[&str]) -> Datum {
-    Datum::set(values.iter().map(Atom::string).collect())
-}
-
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-async fn writer(remote: &str, db: &str, table: &str) -> OvsdbClient {
-    OvsdbClient::connect(
-        ClientConfig::new(remote, db).unwrap(),
-        MonitorSpec::default().table(TableSpec::new(table, &[])),
-    )
-    .await
-    .unwrap()
 }
 
 fn port(name: &str, ty: &str, dp: &str, key: i64, mac: &str) -> Op {

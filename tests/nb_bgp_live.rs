@@ -55,27 +55,6 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn named(n: &str) -> Datum {
-    Datum::Atom(Atom::NamedUuid(n.into()))
-}
-
-fn named_set(names: &[&str]) -> Datum {
-    Datum::set(names.iter().map(|n| Atom::NamedUuid((*n).into())).collect())
-}
-
-fn strings(values: &[&str]) -> Datum {
-    Datum::set(values.iter().map(Atom::string).collect())
-}
-
-async fn writer(remote: &str, db: &str, table: &str) -> OvsdbClient {
-    OvsdbClient::connect(
-        ClientConfig::new(remote, db).unwrap(),
-        MonitorSpec::default().table(TableSpec::new(table, &[])),
-    )
-    .await
-    .unwrap()
-}
-
 async fn transact(c: &OvsdbClient, ops: Vec<Op>) -> Vec<OpResult> {
     c.transact(ops).await.expect("transaction")
 }

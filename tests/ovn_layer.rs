@@ -125,10 +125,6 @@ async fn an_unusable_identity_at_start_is_an_error_naming_system_id() {
     assert!(e.to_string().contains("system-id"), "{e}");
 }
 
-fn named(n: &str) -> Datum {
-    Datum::Atom(Atom::NamedUuid(n.into()))
-}
-
 fn port_binding(name: &str, ty: &str, dp: &str, key: i64) -> Op {
     Op::insert("Port_Binding")
         .set("logical_port", name)

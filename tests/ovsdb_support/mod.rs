@@ -463,3 +463,34 @@ impl Cluster {
         }
     }
 }
+
+/// Row-building helpers shared by the live driver tests (`tests/*_live.rs`).
+pub(crate) fn named(n: &str) -> ovn_bgp_agent::caps::ovsdb::Datum {
+    use ovn_bgp_agent::caps::ovsdb::{Atom, Datum};
+    Datum::Atom(Atom::NamedUuid(n.into()))
+}
+
+pub(crate) fn named_set(names: &[&str]) -> ovn_bgp_agent::caps::ovsdb::Datum {
+    use ovn_bgp_agent::caps::ovsdb::{Atom, Datum};
+    Datum::set(names.iter().map(|n| Atom::NamedUuid((*n).into())).collect())
+}
+
+pub(crate) fn strings(values: &[&str]) -> ovn_bgp_agent::caps::ovsdb::Datum {
+    use ovn_bgp_agent::caps::ovsdb::{Atom, Datum};
+    Datum::set(values.iter().map(Atom::string).collect())
+}
+
+/// A client of `db` at `remote` that only writes (monitors one table, no columns).
+pub(crate) async fn writer(
+    remote: &str,
+    db: &str,
+    table: &str,
+) -> ovn_bgp_agent::caps::ovsdb::OvsdbClient {
+    use ovn_bgp_agent::caps::ovsdb::{ClientConfig, MonitorSpec, OvsdbClient, TableSpec};
+    OvsdbClient::connect(
+        ClientConfig::new(remote, db).unwrap(),
+        MonitorSpec::default().table(TableSpec::new(table, &[])),
+    )
+    .await
+    .unwrap()
+}
