@@ -130,19 +130,22 @@ fn the_vrf_method_builds_the_evpn_network_and_follows_its_settings() {
         |out| out.matches("mod_dl_dst:02:00:00:64:00:00").count() >= 2,
     );
     assert!(flows.contains("priority=900"), "{flows}");
-    let frr = wait_output(
-        "FRR VRF stanzas",
-        || lab.vtysh_chassis("show running-config"),
-        |out| out.contains("router bgp 64999 vrf vrf-100") && out.contains(" vni 100"),
-    );
-    for line in [
-        &format!("rd {vtep}:100") as &str,
+    // vtysh applies a stanza line by line, so a snapshot can show the `router bgp … vrf`
+    // header before its body: wait for every line, not for the header.
+    let rd = format!("rd {vtep}:100");
+    let expected_frr = [
+        "router bgp 64999 vrf vrf-100",
+        " vni 100",
+        &rd as &str,
         "route-target import 64999:1",
         "route-target export 64999:1",
         "redistribute kernel",
-    ] {
-        assert!(frr.contains(line), "{line:?} in FRR:\n{frr}");
-    }
+    ];
+    wait_output(
+        "FRR VRF stanzas",
+        || lab.vtysh_chassis("show running-config"),
+        |out| expected_frr.iter().all(|line| out.contains(line)),
+    );
 
     // The gateway address moves (DHCP options): the VRF side follows.
     lab.nbctl(&[

@@ -1148,13 +1148,18 @@ mod evpn_agent {
         assert!(!local.contains(&tenant), "local route left:\n{local}");
         pass("F2: the tenant VM on lo-1001 without its local route");
 
-        let cfg = lab.vtysh_chassis("show running-config");
-        assert!(
-            cfg.contains("vrf vrf-1001\n vni 1001")
+        // FRR is configured after the kernel, and vtysh applies a stanza line by line.
+        wait_for("the VRF stanzas in FRR", scaled(10), || {
+            let cfg = lab.vtysh_chassis("show running-config");
+            if cfg.contains("vrf vrf-1001\n vni 1001")
                 && cfg.contains("router bgp 64999 vrf vrf-1001")
-                && cfg.contains(&format!("rd {rd}")),
-            "{cfg}"
-        );
+                && cfg.contains(&format!("rd {rd}"))
+            {
+                Ok(())
+            } else {
+                Err(cfg)
+            }
+        });
         pass("the chassis FRR has vrf vrf-1001 / vni 1001 and rd <VTEP>:1001 (U01)");
 
         let routes = lab.tor_type5_routes();
