@@ -5,6 +5,10 @@
 #   sudo scripts/demo.sh            # leaves the lab and the agent running; prints how to stop
 #   sudo scripts/demo.sh --stop     # tears everything down at the end
 #   sudo scripts/demo.sh --driver nb          # the NB driver (nb_ovn_bgp_driver) instead of SB
+#   sudo scripts/demo.sh --driver evpn        # ovn_evpn_driver: the ToR learns EVPN type-5 routes
+#   sudo scripts/demo.sh --driver nb-vrf      # nb_ovn_bgp_driver with exposing_method = vrf (EVPN)
+#        (both EVPN modes need real VRFs: on a kernel without the vrf module, this machine's, the
+#         demo runs inside the full-kernel VM of scripts/vm-tier, ~3 min under TCG, and stops there)
 #   sudo scripts/demo.sh --ovn 25.03          # OVN 25.03 from Debian 13's packages (a chroot)
 #   sudo scripts/demo.sh --agent /usr/bin/ovn-bgp-agent   # an installed binary (the .deb), no build
 set -euo pipefail
@@ -16,23 +20,39 @@ agent_bin=
 while [ $# -gt 0 ]; do
     case "$1" in
         --stop) stop=1 ;;
-        --driver) driver=${2:?--driver sb|nb}; shift ;;
+        --driver) driver=${2:?--driver sb|nb|evpn|nb-vrf}; shift ;;
         --ovn) export LAB_OVN=${2:?--ovn 23.03|25.03}; shift ;;
         --agent) agent_bin=${2:?--agent PATH}; shift ;;
-        *) echo "usage: $0 [--stop] [--driver sb|nb] [--ovn 25.03] [--agent PATH]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--stop] [--driver sb|nb|evpn|nb-vrf] [--ovn 25.03] [--agent PATH]" >&2; exit 2 ;;
     esac
     shift
 done
+evpn=0
 case "$driver" in
     sb | nb) ;;
-    *) echo "--driver: sb or nb, not $driver" >&2; exit 2 ;;
+    evpn | nb-vrf) evpn=1 ;;
+    *) echo "--driver: sb, nb, evpn or nb-vrf, not $driver" >&2; exit 2 ;;
 esac
 
 step() { printf '\n==> %s\n' "$*"; }
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 
-step "system packages"
-scripts/install-deps.sh
+# Whether this kernel can make a VRF (the EVPN modes need real ones), tried in a scratch netns.
+kernel_has_vrf() {
+    local ns=ovn-bgp-demo-probe-$$ ok=1
+    modprobe -q vrf 2>/dev/null || true
+    ip netns add "$ns" || return 1
+    ip -n "$ns" link add probe-vrf type vrf table 4242 2>/dev/null || ok=0
+    ip netns del "$ns"
+    [ "$ok" = 1 ]
+}
+
+in_vm=0
+[ "${VM_TIER:-}" = 1 ] && in_vm=1
+if [ "$in_vm" = 0 ]; then
+    step "system packages"
+    scripts/install-deps.sh
+fi
 
 if [ -z "$agent_bin" ]; then
     step "building the agent"
@@ -41,6 +61,21 @@ if [ -z "$agent_bin" ]; then
 else
     [ -x "$agent_bin" ] || { echo "--agent $agent_bin: not an executable" >&2; exit 2; }
     step "using the agent at $agent_bin ($("$agent_bin" --version))"
+fi
+
+if [ "$evpn" = 1 ] && [ "$in_vm" = 0 ] && ! kernel_has_vrf; then
+    # The lab lives as long as the VM: the demo stops with it.
+    step "this kernel ($(uname -r)) has no VRFs: running the $driver demo in the full-kernel VM (scripts/vm-tier)"
+    scripts/vm-tier/prepare.sh
+    vm_env=()
+    [ -n "${LAB_OVN:-}" ] && vm_env+=(-e "LAB_OVN=$LAB_OVN")
+    exec scripts/vm-tier/run.sh "${vm_env[@]}" scripts/demo.sh --driver "$driver" --agent "$agent_bin" --stop
+fi
+
+# Under TCG the VM is many times slower: its time scale stretches the lab's timeouts.
+scale=${VM_TIER_TIME_SCALE:-1}
+if [ "$evpn" = 1 ]; then
+    export LAB_KERNEL=full LAB_EVPN=1 LAB_TIMEOUT=$((15 * scale))
 fi
 
 step "bringing up the lab"
@@ -56,6 +91,36 @@ if [ "$driver" = nb ]; then
     ovn-nbctl --db="unix:$NB_SOCK" set NB_Global . 'external_ids:"neutron:fip-distributed"=False'
 fi
 
+nbctl() { ovn-nbctl --db="unix:$NB_SOCK" "$@"; }
+case "$driver" in
+    evpn)
+        # networking-bgpvpn's keys on the router gateway and the router's tenant subnet: the
+        # SB EVPN driver exposes both in VRF vrf-1001; the ToR gets a VRF for the same VNI.
+        vni=1001 expected=("$GW_IP4/32" "$VM_TENANT_IP4/32")
+        printf '[DEFAULT]\ndriver = ovn_evpn_driver\n' >"$LAB_DIR/demo-evpn.conf"
+        configs+=(--config-file "$LAB_DIR/demo-evpn.conf")
+        for port in "$GW_PORT_ID" "$RI_PORT_ID"; do
+            nbctl set Logical_Switch_Port "$port" \
+                "external_ids:\"neutron_bgpvpn:vni\"=$vni" 'external_ids:"neutron_bgpvpn:as"=64999'
+        done
+        ;;
+    nb-vrf)
+        # The provider network as an EVPN l3 network (VNI 100), and its subnet's DHCP options:
+        # the NB driver puts its VMs in VRF vrf-100 and the gateway address on the VRF side.
+        vni=100 expected=("$VM_PROVIDER_IP4/32")
+        printf '[DEFAULT]\ndriver = nb_ovn_bgp_driver\nexposing_method = vrf\n' >"$LAB_DIR/demo-nb-vrf.conf"
+        configs+=(--config-file "$LAB_DIR/demo-nb-vrf.conf")
+        nbctl create DHCP_Options cidr='"172.24.4.0/24"' options:router='"172.24.4.254"' \
+            "external_ids:\"neutron:network_id\"=\"$NET_PUBLIC_ID\"" >/dev/null
+        nbctl set Logical_Switch "neutron-$NET_PUBLIC_ID" 'external_ids:"neutron_bgpvpn:type"=l3' \
+            "external_ids:\"neutron_bgpvpn:vni\"=$vni" "external_ids:\"neutron_bgpvpn:rt\"=\"['64999:$vni']\""
+        ;;
+esac
+if [ "$evpn" = 1 ]; then
+    step "the ToR gets vrf-$vni with L3VNI $vni (scripts/lab/tor-evpn.sh)"
+    scripts/lab/tor-evpn.sh add "$vni" --address 192.168.200.1/32
+fi
+
 step "starting the agent ($driver driver)"
 # The pid file lives in LAB_DIR and the command line names LAB_DIR, so scripts/lab/down.sh
 # stops the agent together with the lab.
@@ -63,7 +128,12 @@ step "starting the agent ($driver driver)"
 echo $! > "$LAB_DIR/agent.pid"
 echo "agent pid $(cat "$LAB_DIR/agent.pid"), log $LAB_DIR/agent.log"
 
-scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
+if [ "$evpn" = 1 ]; then
+    scripts/lab/wait-type5.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log" "$CHASSIS_VTEP_IP4:$vni" \
+        $((60 * scale)) "${expected[@]}"
+else
+    scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
+fi
 
 step "what the agent says it exposes (ovn-bgp-agent status)"
 "$agent_bin" status --socket "$AGENT_CONTROL_SOCKET"
@@ -72,11 +142,13 @@ if [ "$stop" = 1 ]; then
     step "stopping"
     scripts/lab/down.sh
 else
+    tor_show='show ip bgp'
+    [ "$evpn" = 1 ] && tor_show='show bgp l2vpn evpn route type prefix'
     cat <<MSG
 
 The lab and the agent keep running.
   agent log   $LAB_DIR/agent.log
-  ToR routes  vtysh --vty_socket $VTY_TOR -c 'show ip bgp'
+  ToR routes  vtysh --vty_socket $VTY_TOR -c '$tor_show'
   agent       $agent_bin status --socket $AGENT_CONTROL_SOCKET
               $agent_bin explain $VM_PROVIDER_IP4 --socket $AGENT_CONTROL_SOCKET
               curl http://$AGENT_METRICS/metrics

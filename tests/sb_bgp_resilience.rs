@@ -347,8 +347,10 @@ fn cookie_flows(lab: &Lab) -> Vec<(f64, String)> {
 /// A lab with the agent running and everything exposed: the baseline of every scenario.
 struct Running {
     driver: Driver,
-    lab: Lab,
+    // Fields drop in this order: the agent must stop before the lab removes its directory
+    // (a running agent still writing its log there made down.sh's `rm -rf` fail).
     agent: Agent,
+    lab: Lab,
     exp: Expected,
     table: String,
     kernel: KernelState,
