@@ -839,6 +839,67 @@ fn frr_evpn_type5_realisation_works_on_the_real_kernel_against_an_evpn_tor() {
     );
 }
 
+/// The EVPN demos as a newcomer runs them (`scripts/demo.sh --driver evpn`, then
+/// `--driver nb-vrf`), in one VM boot: each brings up the EVPN lab, marks its networks as
+/// networking-bgpvpn does, starts the agent binary and waits until the ToR has the type-5
+/// routes; the demo's own output is checked here.
+#[test]
+#[ignore = "full-kernel tier: run with scripts/vm-tier/test.sh (boots a VM, ~3 min)"]
+fn evpn_demos_run_in_the_vm() {
+    assert_prepared();
+    let agent = env!("CARGO_BIN_EXE_ovn-bgp-agent");
+    let output = run_in_vm(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "scripts/demo.sh --driver evpn --agent \"$0\" --stop \
+             && scripts/demo.sh --driver nb-vrf --agent \"$0\" --stop",
+            agent,
+        ],
+    );
+    let all = text(&output);
+    assert!(
+        output.status.success(),
+        "an EVPN demo failed in the VM ({})",
+        output.status
+    );
+    for (demo, rd, learned, installed) in [
+        (
+            "evpn",
+            "100.65.0.1:1001",
+            &["[5]:[0]:[32]:[10.0.0.10]", "[5]:[0]:[32]:[172.24.4.10]"][..],
+            "10.0.0.10 via 100.65.0.1 dev br-1001",
+        ),
+        (
+            "nb-vrf",
+            "100.65.0.1:100",
+            &["[5]:[0]:[32]:[172.24.4.20]"][..],
+            "172.24.4.20 via 100.65.0.1 dev br-100",
+        ),
+    ] {
+        let start = all
+            .find(&format!("==> starting the agent ({demo} driver)"))
+            .unwrap_or_else(|| panic!("the {demo} demo did not start its agent"));
+        let part = &all[start..];
+        let part = &part[..part.find("==> stopping").unwrap_or(part.len())];
+        assert!(
+            part.contains(&format!("learned from the chassis (AS 64999), RD {rd}")),
+            "the {demo} demo did not report the ToR's routes"
+        );
+        for prefix in learned {
+            assert!(
+                part.contains(prefix),
+                "the {demo} demo's ToR output has no {prefix}"
+            );
+        }
+        assert!(
+            part.contains(installed),
+            "the {demo} demo's ToR did not install {installed} in its VRF"
+        );
+    }
+}
+
 /// The fast-tier half of the EVPN lab helpers: [`lab_fixture::parse_type5_routes`] on a reply
 /// captured from FRR 8.4 in the VM (the chassis' routes and the ToR's own).
 #[test]
