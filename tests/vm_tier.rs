@@ -1308,3 +1308,268 @@ mod evpn_agent {
         );
     }
 }
+
+/// On the host this boots the VM and runs this test binary there; inside it brings up the lab
+/// with `LAB_KERNEL=full LAB_EVPN=1`, gives the ToR a VRF for VNI 100, marks the lab's provider
+/// network with `neutron_bgpvpn:type=l3`, `:vni=100` and `:rt=['64999:100']` as networking-bgpvpn
+/// does, and runs the NB driver with `exposing_method = vrf`: E1/E2 on the real kernel, the
+/// provider VM as a type-5 route at the ToR with the switch's RD/RT, an agent restart without
+/// UPDATEs, and the settings removed (everything withdrawn).
+#[test]
+#[ignore = "full-kernel tier: run with scripts/vm-tier/test.sh (boots a VM, ~3 min)"]
+fn nb_vrf_agent_end_to_end_on_the_real_kernel() {
+    const NAME: &str = "nb_vrf_agent_end_to_end_on_the_real_kernel";
+    if std::env::var("VM_TIER").as_deref() == Ok("1") {
+        nb_vrf_agent::run_inside_the_vm();
+        return;
+    }
+    assert_prepared();
+    let me = std::env::current_exe().expect("path of this test binary");
+    let me = me.to_str().expect("test binary path is UTF-8");
+    let output = run_in_vm(
+        &[],
+        &[
+            "scripts/vm-tier/payloads/cargo-tests.sh",
+            me,
+            NAME,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+        ],
+    );
+    let all = text(&output);
+    assert!(
+        output.status.success(),
+        "the NB vrf agent test failed in the VM ({})",
+        output.status
+    );
+    for check in nb_vrf_agent::CHECKS {
+        assert!(
+            all.contains(&format!("PASS: {check}")),
+            "missing 'PASS: {check}' in the VM output"
+        );
+    }
+    assert!(
+        all.contains(&format!("test {NAME} ... ok")) && all.contains("test result: ok. 1 passed"),
+        "the VM did not report exactly this test as passed"
+    );
+}
+
+/// The in-VM half of [`nb_vrf_agent_end_to_end_on_the_real_kernel`].
+mod nb_vrf_agent {
+    use crate::agent_fixture::Agent;
+    use crate::lab_fixture::{Lab, Type5Route, wait_for};
+    use crate::production_path::settled_updates_received_from_chassis;
+    use std::time::{Duration, Instant};
+
+    const VNI: u32 = 100;
+
+    pub(crate) const CHECKS: &[&str] = &[
+        "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC, its OVS end on br-ex",
+        "E2: the provider VM is a route of table 100 through the veth with a permanent neighbour; nothing on bgp-nic",
+        "the chassis FRR has vrf vrf-100 / vni 100, rd <VTEP>:100, the switch's route targets, redistribute kernel",
+        "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, RT 64999:100, VTEP nexthop",
+        "an agent restart sends zero UPDATEs to the ToR",
+        "the switch's EVPN settings removed: type-5 withdrawn, devices and FRR stanzas gone",
+    ];
+
+    static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+    fn pass(check: &str) {
+        assert!(CHECKS.contains(&check), "unlisted check {check}");
+        let at = STARTED.get_or_init(Instant::now).elapsed().as_secs_f32();
+        println!("PASS: {check} (at {at:.1} s)");
+    }
+
+    fn time_scale() -> u64 {
+        std::env::var("VM_TIER_TIME_SCALE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .filter(|&s| s >= 1)
+            .unwrap_or(1)
+    }
+
+    fn scaled(base_secs: u64) -> Duration {
+        Duration::from_secs(base_secs * time_scale())
+    }
+
+    fn wait_type5(lab: &Lab, what: &str, pred: impl Fn(&[Type5Route]) -> bool) -> Vec<Type5Route> {
+        wait_for(what, scaled(8), || {
+            let routes = lab.tor_type5_routes();
+            if pred(&routes) {
+                Ok(routes)
+            } else {
+                Err(format!("{routes:#?}"))
+            }
+        })
+    }
+
+    pub(crate) fn run_inside_the_vm() {
+        assert_eq!(
+            std::env::var("OVN_BGP_AGENT_TEST_KERNEL").as_deref(),
+            Ok("full"),
+            "payloads/cargo-tests.sh must set OVN_BGP_AGENT_TEST_KERNEL=full"
+        );
+        let started = *STARTED.get_or_init(Instant::now);
+        let lab_timeout = scaled(15).as_secs().to_string();
+        let lab = Lab::start_with_env(&[
+            ("LAB_KERNEL", "full"),
+            ("LAB_EVPN", "1"),
+            ("LAB_TIMEOUT", &lab_timeout),
+        ]);
+        println!(
+            "lab up (LAB_KERNEL=full LAB_EVPN=1) in {:?}",
+            started.elapsed()
+        );
+        let vtep = lab.env("CHASSIS_VTEP_IP4").to_owned();
+        lab.tor_add_evpn_vrf(VNI, &["--address", "192.168.100.1/32"]);
+
+        // networking-bgpvpn's settings on the provider network.
+        let public = format!("neutron-{}", lab.env("NET_PUBLIC_ID"));
+        lab.nbctl(&[
+            "set",
+            "Logical_Switch",
+            &public,
+            "external_ids:\"neutron_bgpvpn:type\"=l3",
+            &format!("external_ids:\"neutron_bgpvpn:vni\"={VNI}"),
+            "external_ids:\"neutron_bgpvpn:rt\"=\"['64999:100']\"",
+        ]);
+        let localnet_uuid = lab
+            .nbctl(&[
+                "--bare",
+                "--columns=_uuid",
+                "find",
+                "Logical_Switch_Port",
+                "type=localnet",
+                "options:network_name=public",
+            ])
+            .trim()
+            .to_owned();
+        let id: String = localnet_uuid.chars().take(11).collect();
+        let (vrf_side, ovs_side) = (format!("vrf{id}"), format!("ovs{id}"));
+
+        let interval = (time_scale() / 2).max(2);
+        let overrides = format!(
+            "[DEFAULT]\ndriver = nb_ovn_bgp_driver\nexposing_method = vrf\n\
+             reconcile_interval = {interval}\nfrr_reconcile_interval = {interval}\n\
+             [ovs]\nflow_check_interval = {interval}\n"
+        );
+        let mut agent = Agent::start(lab.dir(), &overrides);
+        let vm = lab.env("VM_PROVIDER_IP4").to_owned();
+        let vm32 = format!("{vm}/32");
+        let rd = format!("{vtep}:{VNI}");
+        wait_type5(&lab, "the provider VM as type 5 at the ToR", |r| {
+            r.iter().any(|x| x.rd == rd && x.prefix == vm32)
+        });
+        agent.assert_running();
+
+        let show = |dev: &str| lab.ip_chassis(&["-d", "link", "show", "dev", dev]);
+        assert!(show("vrf-100").contains("vrf table 100"));
+        assert!(show("br-100").contains("master vrf-100"));
+        let vx = show("vxlan-100");
+        assert!(
+            vx.contains(&format!("vxlan id 100 local {vtep} "))
+                && vx.contains("neigh_suppress on")
+                && vx.contains(" learning off"),
+            "{vx}"
+        );
+        let veth = show(&vrf_side);
+        assert!(
+            veth.contains("master vrf-100") && veth.contains("link/ether 02:00:00:64:00:00"),
+            "{veth}"
+        );
+        assert!(lab.vsctl(&["list-ports", "br-ex"]).contains(&ovs_side));
+        pass(
+            "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC, its OVS end on br-ex",
+        );
+
+        let table = lab.ip_chassis(&["route", "show", "table", "100", "proto", "boot"]);
+        assert!(
+            table.contains(&format!("{vm} dev {vrf_side} scope link")),
+            "{table}"
+        );
+        let neigh = lab.ip_chassis(&["neigh", "show", "dev", &vrf_side]);
+        assert!(
+            neigh.contains(&format!(
+                "{vm} lladdr {} PERMANENT",
+                lab.env("VM_PROVIDER_MAC")
+            )),
+            "{neigh}"
+        );
+        let nic = lab.ip_chassis(&["addr", "show"]);
+        assert!(!nic.contains(&vm32), "{vm32} on a device:\n{nic}");
+        pass(
+            "E2: the provider VM is a route of table 100 through the veth with a permanent neighbour; nothing on bgp-nic",
+        );
+
+        let cfg = lab.vtysh_chassis("show running-config");
+        for line in [
+            "vrf vrf-100\n vni 100",
+            "router bgp 64999 vrf vrf-100",
+            "redistribute kernel",
+            "route-target import 64999:100",
+        ] {
+            assert!(cfg.contains(line), "{line} not in:\n{cfg}");
+        }
+        assert!(cfg.contains(&format!("rd {rd}")), "{cfg}");
+        pass(
+            "the chassis FRR has vrf vrf-100 / vni 100, rd <VTEP>:100, the switch's route targets, redistribute kernel",
+        );
+
+        let routes = lab.tor_type5_routes();
+        let learned = routes
+            .iter()
+            .find(|x| x.rd == rd && x.prefix == vm32)
+            .unwrap_or_else(|| panic!("{routes:#?}"));
+        assert_eq!(learned.nexthop, vtep, "{routes:#?}");
+        assert!(
+            learned.route_targets.contains(&"64999:100".to_owned()),
+            "{routes:#?}"
+        );
+        pass(
+            "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, RT 64999:100, VTEP nexthop",
+        );
+
+        let before = settled_updates_received_from_chassis(&lab);
+        agent.restart();
+        std::thread::sleep(scaled(3));
+        agent.assert_running();
+        let after = settled_updates_received_from_chassis(&lab);
+        assert_eq!(before, after, "the restart sent UPDATEs to the ToR");
+        pass("an agent restart sends zero UPDATEs to the ToR");
+
+        lab.nbctl(&[
+            "remove",
+            "Logical_Switch",
+            &public,
+            "external_ids",
+            "\"neutron_bgpvpn:type\"",
+        ]);
+        wait_type5(&lab, "the chassis' type-5 routes withdrawn", |r| {
+            !r.iter().any(|x| x.rd == rd)
+        });
+        wait_for("the VRF devices gone", scaled(10), || {
+            let links = lab.ip_chassis(&["link", "show"]);
+            if links.contains("vrf-100") || links.contains(&vrf_side) {
+                Err(links)
+            } else {
+                Ok(())
+            }
+        });
+        wait_for("the VRF stanzas removed from FRR", scaled(10), || {
+            let c = lab.vtysh_chassis("show running-config");
+            if c.contains("vrf-100") {
+                Err(c)
+            } else {
+                Ok(())
+            }
+        });
+        pass("the switch's EVPN settings removed: type-5 withdrawn, devices and FRR stanzas gone");
+        agent.assert_running();
+        lab.tor_del_evpn_vrf(VNI);
+        println!(
+            "NB vrf agent end to end: all checks passed in {:?}",
+            started.elapsed()
+        );
+    }
+}
