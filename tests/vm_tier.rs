@@ -1311,7 +1311,7 @@ mod evpn_agent {
 
 /// On the host this boots the VM and runs this test binary there; inside it brings up the lab
 /// with `LAB_KERNEL=full LAB_EVPN=1`, gives the ToR a VRF for VNI 100, marks the lab's provider
-/// network with `neutron_bgpvpn:type=l3`, `:vni=100` and `:rt=['64999:100']` as networking-bgpvpn
+/// network with `neutron_bgpvpn:type=l3`, `:vni=100` and `:rt=['64999:4242']` as networking-bgpvpn
 /// does, and runs the NB driver with `exposing_method = vrf`: E1/E2 on the real kernel, the
 /// provider VM as a type-5 route at the ToR with the switch's RD/RT, an agent restart without
 /// UPDATEs, and the settings removed (everything withdrawn).
@@ -1368,7 +1368,7 @@ mod nb_vrf_agent {
         "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC, its OVS end on br-ex",
         "E2: the provider VM is a route of table 100 through the veth with a permanent neighbour; nothing on bgp-nic",
         "the chassis FRR has vrf vrf-100 / vni 100, rd <VTEP>:100, the switch's route targets, redistribute kernel",
-        "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, RT 64999:100, VTEP nexthop",
+        "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, the switch's RT 64999:4242, VTEP nexthop",
         "an agent restart sends zero UPDATEs to the ToR",
         "the switch's EVPN settings removed: type-5 withdrawn, devices and FRR stanzas gone",
     ];
@@ -1422,7 +1422,12 @@ mod nb_vrf_agent {
             started.elapsed()
         );
         let vtep = lab.env("CHASSIS_VTEP_IP4").to_owned();
-        lab.tor_add_evpn_vrf(VNI, &["--address", "192.168.100.1/32"]);
+        // A route target that is not FRR's default (<AS>:<VNI>, which it leaves out of its
+        // running configuration), so the switch's value is visibly the one used.
+        lab.tor_add_evpn_vrf(
+            VNI,
+            &["--rt", "64999:4242", "--address", "192.168.100.1/32"],
+        );
 
         // networking-bgpvpn's settings on the provider network.
         let public = format!("neutron-{}", lab.env("NET_PUBLIC_ID"));
@@ -1432,7 +1437,7 @@ mod nb_vrf_agent {
             &public,
             "external_ids:\"neutron_bgpvpn:type\"=l3",
             &format!("external_ids:\"neutron_bgpvpn:vni\"={VNI}"),
-            "external_ids:\"neutron_bgpvpn:rt\"=\"['64999:100']\"",
+            "external_ids:\"neutron_bgpvpn:rt\"=\"['64999:4242']\"",
         ]);
         let localnet_uuid = lab
             .nbctl(&[
@@ -1507,7 +1512,8 @@ mod nb_vrf_agent {
             "vrf vrf-100\n vni 100",
             "router bgp 64999 vrf vrf-100",
             "redistribute kernel",
-            "route-target import 64999:100",
+            "route-target import 64999:4242",
+            "route-target export 64999:4242",
         ] {
             assert!(cfg.contains(line), "{line} not in:\n{cfg}");
         }
@@ -1523,11 +1529,11 @@ mod nb_vrf_agent {
             .unwrap_or_else(|| panic!("{routes:#?}"));
         assert_eq!(learned.nexthop, vtep, "{routes:#?}");
         assert!(
-            learned.route_targets.contains(&"64999:100".to_owned()),
+            learned.route_targets.contains(&"64999:4242".to_owned()),
             "{routes:#?}"
         );
         pass(
-            "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, RT 64999:100, VTEP nexthop",
+            "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, the switch's RT 64999:4242, VTEP nexthop",
         );
 
         let before = settled_updates_received_from_chassis(&lab);
