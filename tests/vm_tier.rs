@@ -960,7 +960,11 @@ mod evpn_agent {
         println!("PASS: {check} (at {at:.1} s)");
     }
 
-    fn wait_type5(lab: &Lab, what: &str, pred: impl Fn(&[Type5Route]) -> bool) -> Vec<Type5Route> {
+    pub(crate) fn wait_type5(
+        lab: &Lab,
+        what: &str,
+        pred: impl Fn(&[Type5Route]) -> bool,
+    ) -> Vec<Type5Route> {
         wait_for(what, scaled(8), || {
             let routes = lab.tor_type5_routes();
             if pred(&routes) {
@@ -971,7 +975,7 @@ mod evpn_agent {
         })
     }
 
-    fn tx_packets(lab: &Lab, dev: &str) -> u64 {
+    pub(crate) fn tx_packets(lab: &Lab, dev: &str) -> u64 {
         let out = lab.ip_chassis(&["-s", "link", "show", dev]);
         // "    TX:  bytes packets ..." then the numbers on the next line.
         let mut lines = out
@@ -1313,8 +1317,9 @@ mod evpn_agent {
 /// with `LAB_KERNEL=full LAB_EVPN=1`, gives the ToR a VRF for VNI 100, marks the lab's provider
 /// network with `neutron_bgpvpn:type=l3`, `:vni=100` and `:rt=['64999:4242']` as networking-bgpvpn
 /// does, and runs the NB driver with `exposing_method = vrf`: E1/E2 on the real kernel, the
-/// provider VM as a type-5 route at the ToR with the switch's RD/RT, an agent restart without
-/// UPDATEs, and the settings removed (everything withdrawn).
+/// provider VM as a type-5 route at the ToR with the switch's RD/RT, the data path from the
+/// ToR's VRF into the veth, recovery (agent restart without UPDATEs, FRR restart, `vrf-100`
+/// deleted by hand: U35), and the settings removed (everything withdrawn).
 #[test]
 #[ignore = "full-kernel tier: run with scripts/vm-tier/test.sh (boots a VM, ~3 min)"]
 fn nb_vrf_agent_end_to_end_on_the_real_kernel() {
@@ -1323,54 +1328,40 @@ fn nb_vrf_agent_end_to_end_on_the_real_kernel() {
         nb_vrf_agent::run_inside_the_vm();
         return;
     }
-    assert_prepared();
-    let me = std::env::current_exe().expect("path of this test binary");
-    let me = me.to_str().expect("test binary path is UTF-8");
-    let output = run_in_vm(
-        &[],
-        &[
-            "scripts/vm-tier/payloads/cargo-tests.sh",
-            me,
-            NAME,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-        ],
-    );
-    let all = text(&output);
-    assert!(
-        output.status.success(),
-        "the NB vrf agent test failed in the VM ({})",
-        output.status
-    );
-    for check in nb_vrf_agent::CHECKS {
-        assert!(
-            all.contains(&format!("PASS: {check}")),
-            "missing 'PASS: {check}' in the VM output"
-        );
-    }
-    assert!(
-        all.contains(&format!("test {NAME} ... ok")) && all.contains("test result: ok. 1 passed"),
-        "the VM did not report exactly this test as passed"
-    );
+    run_this_test_in_vm(NAME, "NB vrf agent test", nb_vrf_agent::CHECKS);
 }
 
 /// The in-VM half of [`nb_vrf_agent_end_to_end_on_the_real_kernel`].
 mod nb_vrf_agent {
     use crate::agent_fixture::Agent;
-    use crate::lab_fixture::{Lab, Type5Route, wait_for};
-    use crate::production_path::settled_updates_received_from_chassis;
-    use std::time::{Duration, Instant};
+    use crate::evpn_agent::{tx_packets, wait_type5};
+    use crate::lab_fixture::{Lab, wait_for};
+    use crate::production_path::{
+        restart_chassis_frr, scaled, settled_updates_received_from_chassis, time_scale, wait_ip,
+    };
+    use std::process::Command;
+    use std::time::Instant;
 
     const VNI: u32 = 100;
+    /// A route target that is not FRR's default (<AS>:<VNI>, which it leaves out of its running
+    /// configuration), so the switch's value is visibly the one used.
+    const RT: &str = "64999:4242";
+    /// An address in the ToR's VRF (the ping's source).
+    const TOR_HOST: &str = "192.168.100.1";
+    /// The subnet's gateway for the VRF side, from DHCP_Options as Neutron writes it (not the
+    /// lab's own 172.24.4.1, which the ToR side of the lab answers for).
+    const SUBNET_GATEWAY: &str = "172.24.4.254";
 
     pub(crate) const CHECKS: &[&str] = &[
-        "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC, its OVS end on br-ex",
+        "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC and the subnet gateway, its OVS end on br-ex",
         "E2: the provider VM is a route of table 100 through the veth with a permanent neighbour; nothing on bgp-nic",
         "the chassis FRR has vrf vrf-100 / vni 100, rd <VTEP>:100, the switch's route targets, redistribute kernel",
         "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, the switch's RT 64999:4242, VTEP nexthop",
+        "a ping from the ToR's vrf-100 reaches the localnet's veth through VXLAN and the chassis VRF",
         "an agent restart sends zero UPDATEs to the ToR",
-        "the switch's EVPN settings removed: type-5 withdrawn, devices and FRR stanzas gone",
+        "FRR restart: the VRF stanzas and the type-5 route are back",
+        "vrf-100 deleted by hand is back with its routes (U35)",
+        "the switch's EVPN settings removed: type-5 withdrawn, devices, OVS port and FRR stanzas gone",
     ];
 
     static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -1379,29 +1370,6 @@ mod nb_vrf_agent {
         assert!(CHECKS.contains(&check), "unlisted check {check}");
         let at = STARTED.get_or_init(Instant::now).elapsed().as_secs_f32();
         println!("PASS: {check} (at {at:.1} s)");
-    }
-
-    fn time_scale() -> u64 {
-        std::env::var("VM_TIER_TIME_SCALE")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .filter(|&s| s >= 1)
-            .unwrap_or(1)
-    }
-
-    fn scaled(base_secs: u64) -> Duration {
-        Duration::from_secs(base_secs * time_scale())
-    }
-
-    fn wait_type5(lab: &Lab, what: &str, pred: impl Fn(&[Type5Route]) -> bool) -> Vec<Type5Route> {
-        wait_for(what, scaled(8), || {
-            let routes = lab.tor_type5_routes();
-            if pred(&routes) {
-                Ok(routes)
-            } else {
-                Err(format!("{routes:#?}"))
-            }
-        })
     }
 
     pub(crate) fn run_inside_the_vm() {
@@ -1422,22 +1390,27 @@ mod nb_vrf_agent {
             started.elapsed()
         );
         let vtep = lab.env("CHASSIS_VTEP_IP4").to_owned();
-        // A route target that is not FRR's default (<AS>:<VNI>, which it leaves out of its
-        // running configuration), so the switch's value is visibly the one used.
-        lab.tor_add_evpn_vrf(
-            VNI,
-            &["--rt", "64999:4242", "--address", "192.168.100.1/32"],
-        );
+        lab.tor_add_evpn_vrf(VNI, &["--rt", RT, "--address", &format!("{TOR_HOST}/32")]);
 
-        // networking-bgpvpn's settings on the provider network.
+        // networking-bgpvpn's settings on the provider network, and its subnet's DHCP options.
         let public = format!("neutron-{}", lab.env("NET_PUBLIC_ID"));
+        lab.nbctl(&[
+            "create",
+            "DHCP_Options",
+            "cidr=\"172.24.4.0/24\"",
+            &format!("options:router=\"{SUBNET_GATEWAY}\""),
+            &format!(
+                "external_ids:\"neutron:network_id\"=\"{}\"",
+                lab.env("NET_PUBLIC_ID")
+            ),
+        ]);
         lab.nbctl(&[
             "set",
             "Logical_Switch",
             &public,
             "external_ids:\"neutron_bgpvpn:type\"=l3",
             &format!("external_ids:\"neutron_bgpvpn:vni\"={VNI}"),
-            "external_ids:\"neutron_bgpvpn:rt\"=\"['64999:4242']\"",
+            &format!("external_ids:\"neutron_bgpvpn:rt\"=\"['{RT}']\""),
         ]);
         let localnet_uuid = lab
             .nbctl(&[
@@ -1453,6 +1426,7 @@ mod nb_vrf_agent {
         let id: String = localnet_uuid.chars().take(11).collect();
         let (vrf_side, ovs_side) = (format!("vrf{id}"), format!("ovs{id}"));
 
+        // Timers scaled down less than the VM is slow, so repairs are observable.
         let interval = (time_scale() / 2).max(2);
         let overrides = format!(
             "[DEFAULT]\ndriver = nb_ovn_bgp_driver\nexposing_method = vrf\n\
@@ -1483,9 +1457,11 @@ mod nb_vrf_agent {
             veth.contains("master vrf-100") && veth.contains("link/ether 02:00:00:64:00:00"),
             "{veth}"
         );
+        let addrs = lab.ip_chassis(&["addr", "show", "dev", &vrf_side]);
+        assert!(addrs.contains(&format!("{SUBNET_GATEWAY}/24")), "{addrs}");
         assert!(lab.vsctl(&["list-ports", "br-ex"]).contains(&ovs_side));
         pass(
-            "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC, its OVS end on br-ex",
+            "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC and the subnet gateway, its OVS end on br-ex",
         );
 
         let table = lab.ip_chassis(&["route", "show", "table", "100", "proto", "boot"]);
@@ -1507,17 +1483,27 @@ mod nb_vrf_agent {
             "E2: the provider VM is a route of table 100 through the veth with a permanent neighbour; nothing on bgp-nic",
         );
 
-        let cfg = lab.vtysh_chassis("show running-config");
-        for line in [
+        // FRR is configured after the kernel, and vtysh applies a stanza line by line.
+        let rd_line = format!("rd {rd}");
+        let rt_import = format!("route-target import {RT}");
+        let rt_export = format!("route-target export {RT}");
+        let stanza = [
             "vrf vrf-100\n vni 100",
             "router bgp 64999 vrf vrf-100",
             "redistribute kernel",
-            "route-target import 64999:4242",
-            "route-target export 64999:4242",
-        ] {
-            assert!(cfg.contains(line), "{line} not in:\n{cfg}");
-        }
-        assert!(cfg.contains(&format!("rd {rd}")), "{cfg}");
+            &rd_line as &str,
+            &rt_import,
+            &rt_export,
+        ];
+        let frr_has_the_stanza = || {
+            let cfg = lab.vtysh_chassis("show running-config");
+            if stanza.iter().all(|line| cfg.contains(line)) {
+                Ok(())
+            } else {
+                Err(cfg)
+            }
+        };
+        wait_for("the VRF stanzas in FRR", scaled(10), frr_has_the_stanza);
         pass(
             "the chassis FRR has vrf vrf-100 / vni 100, rd <VTEP>:100, the switch's route targets, redistribute kernel",
         );
@@ -1529,11 +1515,33 @@ mod nb_vrf_agent {
             .unwrap_or_else(|| panic!("{routes:#?}"));
         assert_eq!(learned.nexthop, vtep, "{routes:#?}");
         assert!(
-            learned.route_targets.contains(&"64999:4242".to_owned()),
+            learned.route_targets.contains(&RT.to_owned()),
             "{routes:#?}"
         );
         pass(
             "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, the switch's RT 64999:4242, VTEP nexthop",
+        );
+
+        wait_for("the ToR's kernel route to the VM", scaled(5), || {
+            let r = lab.ip_tor(&["route", "show", "vrf", &format!("vrf-{VNI}")]);
+            let ok = r
+                .lines()
+                .any(|l| l.starts_with(&format!("{vm} ")) && l.contains(&format!("via {vtep}")));
+            if ok { Ok(r) } else { Err(r) }
+        });
+        let tx_before = tx_packets(&lab, &vrf_side);
+        let _ = Command::new("ip")
+            .args(["netns", "exec", lab.ns_tor(), "busybox", "ping", "-c", "3"])
+            .args(["-w", "3", "-I", &format!("vrf-{VNI}"), &vm])
+            .output()
+            .expect("run busybox ping");
+        let tx_after = tx_packets(&lab, &vrf_side);
+        assert!(
+            tx_after >= tx_before + 3,
+            "the ToR's pings did not come out of {vrf_side} ({tx_before} -> {tx_after} packets)"
+        );
+        pass(
+            "a ping from the ToR's vrf-100 reaches the localnet's veth through VXLAN and the chassis VRF",
         );
 
         let before = settled_updates_received_from_chassis(&lab);
@@ -1544,6 +1552,31 @@ mod nb_vrf_agent {
         assert_eq!(before, after, "the restart sent UPDATEs to the ToR");
         pass("an agent restart sends zero UPDATEs to the ToR");
 
+        restart_chassis_frr(&lab);
+        wait_for(
+            "the VRF stanzas back in FRR",
+            scaled(10),
+            frr_has_the_stanza,
+        );
+        wait_type5(&lab, "the VM back at the ToR after the FRR restart", |r| {
+            r.iter().any(|x| x.rd == rd && x.prefix == vm32)
+        });
+        pass("FRR restart: the VRF stanzas and the type-5 route are back");
+
+        lab.ip_chassis(&["link", "del", "vrf-100"]);
+        wait_ip(
+            &lab,
+            "vrf-100 and the VM's route back",
+            &["route", "show", "table", "100", "proto", "boot"],
+            |t| t.contains(&format!("{vm} dev {vrf_side} scope link")),
+        );
+        assert!(show("br-100").contains("master vrf-100"));
+        assert!(show(&vrf_side).contains("master vrf-100"));
+        wait_type5(&lab, "the VM back at the ToR after the repair", |r| {
+            r.iter().any(|x| x.rd == rd && x.prefix == vm32)
+        });
+        pass("vrf-100 deleted by hand is back with its routes (U35)");
+
         lab.nbctl(&[
             "remove",
             "Logical_Switch",
@@ -1552,12 +1585,16 @@ mod nb_vrf_agent {
             "\"neutron_bgpvpn:type\"",
         ]);
         wait_type5(&lab, "the chassis' type-5 routes withdrawn", |r| {
-            !r.iter().any(|x| x.rd == rd)
+            !r.iter().any(|x| x.rd == rd) && r.iter().any(|x| x.prefix == format!("{TOR_HOST}/32"))
         });
-        wait_for("the VRF devices gone", scaled(10), || {
-            let links = lab.ip_chassis(&["link", "show"]);
-            if links.contains("vrf-100") || links.contains(&vrf_side) {
-                Err(links)
+        wait_ip(&lab, "the VRF devices gone", &["link", "show"], |l| {
+            !l.contains("vrf-100") && !l.contains(&vrf_side) && !l.contains("vxlan-100")
+        });
+        // OVS is reconciled in the background, after the kernel part.
+        wait_for("the OVS end gone from br-ex", scaled(10), || {
+            let ports = lab.vsctl(&["list-ports", "br-ex"]);
+            if ports.lines().any(|p| p == ovs_side) {
+                Err(ports)
             } else {
                 Ok(())
             }
@@ -1570,7 +1607,9 @@ mod nb_vrf_agent {
                 Ok(())
             }
         });
-        pass("the switch's EVPN settings removed: type-5 withdrawn, devices and FRR stanzas gone");
+        pass(
+            "the switch's EVPN settings removed: type-5 withdrawn, devices, OVS port and FRR stanzas gone",
+        );
         agent.assert_running();
         lab.tor_del_evpn_vrf(VNI);
         println!(
