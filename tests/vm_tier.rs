@@ -1021,7 +1021,11 @@ mod evpn_agent {
         println!("PASS: {check} (at {at:.1} s)");
     }
 
-    fn wait_type5(lab: &Lab, what: &str, pred: impl Fn(&[Type5Route]) -> bool) -> Vec<Type5Route> {
+    pub(crate) fn wait_type5(
+        lab: &Lab,
+        what: &str,
+        pred: impl Fn(&[Type5Route]) -> bool,
+    ) -> Vec<Type5Route> {
         wait_for(what, scaled(8), || {
             let routes = lab.tor_type5_routes();
             if pred(&routes) {
@@ -1032,7 +1036,7 @@ mod evpn_agent {
         })
     }
 
-    fn tx_packets(lab: &Lab, dev: &str) -> u64 {
+    pub(crate) fn tx_packets(lab: &Lab, dev: &str) -> u64 {
         let out = lab.ip_chassis(&["-s", "link", "show", dev]);
         // "    TX:  bytes packets ..." then the numbers on the next line.
         let mut lines = out
@@ -1365,6 +1369,312 @@ mod evpn_agent {
         lab.tor_del_evpn_vrf(VNI);
         println!(
             "EVPN agent end to end: all checks passed in {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// On the host this boots the VM and runs this test binary there; inside it brings up the lab
+/// with `LAB_KERNEL=full LAB_EVPN=1`, gives the ToR a VRF for VNI 100, marks the lab's provider
+/// network with `neutron_bgpvpn:type=l3`, `:vni=100` and `:rt=['64999:4242']` as networking-bgpvpn
+/// does, and runs the NB driver with `exposing_method = vrf`: E1/E2 on the real kernel, the
+/// provider VM as a type-5 route at the ToR with the switch's RD/RT, the data path from the
+/// ToR's VRF into the veth, recovery (agent restart without UPDATEs, FRR restart, `vrf-100`
+/// deleted by hand: U35), and the settings removed (everything withdrawn).
+#[test]
+#[ignore = "full-kernel tier: run with scripts/vm-tier/test.sh (boots a VM, ~3 min)"]
+fn nb_vrf_agent_end_to_end_on_the_real_kernel() {
+    const NAME: &str = "nb_vrf_agent_end_to_end_on_the_real_kernel";
+    if std::env::var("VM_TIER").as_deref() == Ok("1") {
+        nb_vrf_agent::run_inside_the_vm();
+        return;
+    }
+    run_this_test_in_vm(NAME, "NB vrf agent test", nb_vrf_agent::CHECKS);
+}
+
+/// The in-VM half of [`nb_vrf_agent_end_to_end_on_the_real_kernel`].
+mod nb_vrf_agent {
+    use crate::agent_fixture::Agent;
+    use crate::evpn_agent::{tx_packets, wait_type5};
+    use crate::lab_fixture::{Lab, wait_for};
+    use crate::production_path::{
+        restart_chassis_frr, scaled, settled_updates_received_from_chassis, time_scale, wait_ip,
+    };
+    use std::process::Command;
+    use std::time::Instant;
+
+    const VNI: u32 = 100;
+    /// A route target that is not FRR's default (<AS>:<VNI>, which it leaves out of its running
+    /// configuration), so the switch's value is visibly the one used.
+    const RT: &str = "64999:4242";
+    /// An address in the ToR's VRF (the ping's source).
+    const TOR_HOST: &str = "192.168.100.1";
+    /// The subnet's gateway for the VRF side, from DHCP_Options as Neutron writes it (not the
+    /// lab's own 172.24.4.1, which the ToR side of the lab answers for).
+    const SUBNET_GATEWAY: &str = "172.24.4.254";
+
+    pub(crate) const CHECKS: &[&str] = &[
+        "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC and the subnet gateway, its OVS end on br-ex",
+        "E2: the provider VM is a route of table 100 through the veth with a permanent neighbour; nothing on bgp-nic",
+        "the chassis FRR has vrf vrf-100 / vni 100, rd <VTEP>:100, the switch's route targets, redistribute kernel",
+        "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, the switch's RT 64999:4242, VTEP nexthop",
+        "a ping from the ToR's vrf-100 reaches the localnet's veth through VXLAN and the chassis VRF",
+        "an agent restart sends zero UPDATEs to the ToR",
+        "FRR restart: the VRF stanzas and the type-5 route are back",
+        "vrf-100 deleted by hand is back with its routes (U35)",
+        "the switch's EVPN settings removed: type-5 withdrawn, devices, OVS port and FRR stanzas gone",
+    ];
+
+    static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+    fn pass(check: &str) {
+        assert!(CHECKS.contains(&check), "unlisted check {check}");
+        let at = STARTED.get_or_init(Instant::now).elapsed().as_secs_f32();
+        println!("PASS: {check} (at {at:.1} s)");
+    }
+
+    pub(crate) fn run_inside_the_vm() {
+        assert_eq!(
+            std::env::var("OVN_BGP_AGENT_TEST_KERNEL").as_deref(),
+            Ok("full"),
+            "payloads/cargo-tests.sh must set OVN_BGP_AGENT_TEST_KERNEL=full"
+        );
+        let started = *STARTED.get_or_init(Instant::now);
+        let lab_timeout = scaled(15).as_secs().to_string();
+        let lab = Lab::start_with_env(&[
+            ("LAB_KERNEL", "full"),
+            ("LAB_EVPN", "1"),
+            ("LAB_TIMEOUT", &lab_timeout),
+        ]);
+        println!(
+            "lab up (LAB_KERNEL=full LAB_EVPN=1) in {:?}",
+            started.elapsed()
+        );
+        let vtep = lab.env("CHASSIS_VTEP_IP4").to_owned();
+        lab.tor_add_evpn_vrf(VNI, &["--rt", RT, "--address", &format!("{TOR_HOST}/32")]);
+
+        // networking-bgpvpn's settings on the provider network, and its subnet's DHCP options.
+        let public = format!("neutron-{}", lab.env("NET_PUBLIC_ID"));
+        lab.nbctl(&[
+            "create",
+            "DHCP_Options",
+            "cidr=\"172.24.4.0/24\"",
+            &format!("options:router=\"{SUBNET_GATEWAY}\""),
+            &format!(
+                "external_ids:\"neutron:network_id\"=\"{}\"",
+                lab.env("NET_PUBLIC_ID")
+            ),
+        ]);
+        lab.nbctl(&[
+            "set",
+            "Logical_Switch",
+            &public,
+            "external_ids:\"neutron_bgpvpn:type\"=l3",
+            &format!("external_ids:\"neutron_bgpvpn:vni\"={VNI}"),
+            &format!("external_ids:\"neutron_bgpvpn:rt\"=\"['{RT}']\""),
+        ]);
+        let localnet_uuid = lab
+            .nbctl(&[
+                "--bare",
+                "--columns=_uuid",
+                "find",
+                "Logical_Switch_Port",
+                "type=localnet",
+                "options:network_name=public",
+            ])
+            .trim()
+            .to_owned();
+        let id: String = localnet_uuid.chars().take(11).collect();
+        let (vrf_side, ovs_side) = (format!("vrf{id}"), format!("ovs{id}"));
+
+        // Timers scaled down less than the VM is slow, so repairs are observable.
+        let interval = (time_scale() / 2).max(2);
+        let overrides = format!(
+            "[DEFAULT]\ndriver = nb_ovn_bgp_driver\nexposing_method = vrf\n\
+             reconcile_interval = {interval}\nfrr_reconcile_interval = {interval}\n\
+             [ovs]\nflow_check_interval = {interval}\n"
+        );
+        let mut agent = Agent::start(lab.dir(), &overrides);
+        let vm = lab.env("VM_PROVIDER_IP4").to_owned();
+        let vm32 = format!("{vm}/32");
+        let rd = format!("{vtep}:{VNI}");
+        wait_type5(&lab, "the provider VM as type 5 at the ToR", |r| {
+            r.iter().any(|x| x.rd == rd && x.prefix == vm32)
+        });
+        agent.assert_running();
+
+        let show = |dev: &str| lab.ip_chassis(&["-d", "link", "show", "dev", dev]);
+        assert!(show("vrf-100").contains("vrf table 100"));
+        assert!(show("br-100").contains("master vrf-100"));
+        let vx = show("vxlan-100");
+        assert!(
+            vx.contains(&format!("vxlan id 100 local {vtep} "))
+                && vx.contains("neigh_suppress on")
+                && vx.contains(" learning off"),
+            "{vx}"
+        );
+        let veth = show(&vrf_side);
+        assert!(
+            veth.contains("master vrf-100") && veth.contains("link/ether 02:00:00:64:00:00"),
+            "{veth}"
+        );
+        let addrs = lab.ip_chassis(&["addr", "show", "dev", &vrf_side]);
+        assert!(addrs.contains(&format!("{SUBNET_GATEWAY}/24")), "{addrs}");
+        assert!(lab.vsctl(&["list-ports", "br-ex"]).contains(&ovs_side));
+        pass(
+            "E1: vrf-100 (vrf table 100), br-100, vxlan-100 (VTEP from lo, neigh_suppress on, learning off), the localnet's veth pair with the anycast MAC and the subnet gateway, its OVS end on br-ex",
+        );
+
+        let table = lab.ip_chassis(&["route", "show", "table", "100", "proto", "boot"]);
+        assert!(
+            table.contains(&format!("{vm} dev {vrf_side} scope link")),
+            "{table}"
+        );
+        let neigh = lab.ip_chassis(&["neigh", "show", "dev", &vrf_side]);
+        assert!(
+            neigh.contains(&format!(
+                "{vm} lladdr {} PERMANENT",
+                lab.env("VM_PROVIDER_MAC")
+            )),
+            "{neigh}"
+        );
+        let nic = lab.ip_chassis(&["addr", "show"]);
+        assert!(!nic.contains(&vm32), "{vm32} on a device:\n{nic}");
+        pass(
+            "E2: the provider VM is a route of table 100 through the veth with a permanent neighbour; nothing on bgp-nic",
+        );
+
+        // FRR is configured after the kernel, and vtysh applies a stanza line by line.
+        let rd_line = format!("rd {rd}");
+        let rt_import = format!("route-target import {RT}");
+        let rt_export = format!("route-target export {RT}");
+        let stanza = [
+            "vrf vrf-100\n vni 100",
+            "router bgp 64999 vrf vrf-100",
+            "redistribute kernel",
+            &rd_line as &str,
+            &rt_import,
+            &rt_export,
+        ];
+        let frr_has_the_stanza = || {
+            let cfg = lab.vtysh_chassis("show running-config");
+            if stanza.iter().all(|line| cfg.contains(line)) {
+                Ok(())
+            } else {
+                Err(cfg)
+            }
+        };
+        wait_for("the VRF stanzas in FRR", scaled(10), frr_has_the_stanza);
+        pass(
+            "the chassis FRR has vrf vrf-100 / vni 100, rd <VTEP>:100, the switch's route targets, redistribute kernel",
+        );
+
+        let routes = lab.tor_type5_routes();
+        let learned = routes
+            .iter()
+            .find(|x| x.rd == rd && x.prefix == vm32)
+            .unwrap_or_else(|| panic!("{routes:#?}"));
+        assert_eq!(learned.nexthop, vtep, "{routes:#?}");
+        assert!(
+            learned.route_targets.contains(&RT.to_owned()),
+            "{routes:#?}"
+        );
+        pass(
+            "the ToR learns the provider VM as type 5: RD <chassis VTEP>:100, the switch's RT 64999:4242, VTEP nexthop",
+        );
+
+        wait_for("the ToR's kernel route to the VM", scaled(5), || {
+            let r = lab.ip_tor(&["route", "show", "vrf", &format!("vrf-{VNI}")]);
+            let ok = r
+                .lines()
+                .any(|l| l.starts_with(&format!("{vm} ")) && l.contains(&format!("via {vtep}")));
+            if ok { Ok(r) } else { Err(r) }
+        });
+        let tx_before = tx_packets(&lab, &vrf_side);
+        let _ = Command::new("ip")
+            .args(["netns", "exec", lab.ns_tor(), "busybox", "ping", "-c", "3"])
+            .args(["-w", "3", "-I", &format!("vrf-{VNI}"), &vm])
+            .output()
+            .expect("run busybox ping");
+        let tx_after = tx_packets(&lab, &vrf_side);
+        assert!(
+            tx_after >= tx_before + 3,
+            "the ToR's pings did not come out of {vrf_side} ({tx_before} -> {tx_after} packets)"
+        );
+        pass(
+            "a ping from the ToR's vrf-100 reaches the localnet's veth through VXLAN and the chassis VRF",
+        );
+
+        let before = settled_updates_received_from_chassis(&lab);
+        agent.restart();
+        std::thread::sleep(scaled(3));
+        agent.assert_running();
+        let after = settled_updates_received_from_chassis(&lab);
+        assert_eq!(before, after, "the restart sent UPDATEs to the ToR");
+        pass("an agent restart sends zero UPDATEs to the ToR");
+
+        restart_chassis_frr(&lab);
+        wait_for(
+            "the VRF stanzas back in FRR",
+            scaled(10),
+            frr_has_the_stanza,
+        );
+        wait_type5(&lab, "the VM back at the ToR after the FRR restart", |r| {
+            r.iter().any(|x| x.rd == rd && x.prefix == vm32)
+        });
+        pass("FRR restart: the VRF stanzas and the type-5 route are back");
+
+        lab.ip_chassis(&["link", "del", "vrf-100"]);
+        wait_ip(
+            &lab,
+            "vrf-100 and the VM's route back",
+            &["route", "show", "table", "100", "proto", "boot"],
+            |t| t.contains(&format!("{vm} dev {vrf_side} scope link")),
+        );
+        assert!(show("br-100").contains("master vrf-100"));
+        assert!(show(&vrf_side).contains("master vrf-100"));
+        wait_type5(&lab, "the VM back at the ToR after the repair", |r| {
+            r.iter().any(|x| x.rd == rd && x.prefix == vm32)
+        });
+        pass("vrf-100 deleted by hand is back with its routes (U35)");
+
+        lab.nbctl(&[
+            "remove",
+            "Logical_Switch",
+            &public,
+            "external_ids",
+            "\"neutron_bgpvpn:type\"",
+        ]);
+        wait_type5(&lab, "the chassis' type-5 routes withdrawn", |r| {
+            !r.iter().any(|x| x.rd == rd) && r.iter().any(|x| x.prefix == format!("{TOR_HOST}/32"))
+        });
+        wait_ip(&lab, "the VRF devices gone", &["link", "show"], |l| {
+            !l.contains("vrf-100") && !l.contains(&vrf_side) && !l.contains("vxlan-100")
+        });
+        // OVS is reconciled in the background, after the kernel part.
+        wait_for("the OVS end gone from br-ex", scaled(10), || {
+            let ports = lab.vsctl(&["list-ports", "br-ex"]);
+            if ports.lines().any(|p| p == ovs_side) {
+                Err(ports)
+            } else {
+                Ok(())
+            }
+        });
+        wait_for("the VRF stanzas removed from FRR", scaled(10), || {
+            let c = lab.vtysh_chassis("show running-config");
+            if c.contains("vrf-100") {
+                Err(c)
+            } else {
+                Ok(())
+            }
+        });
+        pass(
+            "the switch's EVPN settings removed: type-5 withdrawn, devices, OVS port and FRR stanzas gone",
+        );
+        agent.assert_running();
+        lab.tor_del_evpn_vrf(VNI);
+        println!(
+            "NB vrf agent end to end: all checks passed in {:?}",
             started.elapsed()
         );
     }

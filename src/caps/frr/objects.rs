@@ -164,8 +164,48 @@ impl ConfigLines {
     }
 
     /// Whether every line of `other` is here, in the same blocks (an empty `other` is not).
+    /// FRR leaves an EVPN VRF's route target out of its running configuration when it equals
+    /// the one it derives itself (`<AS>:<VNI>`), so such a line counts as present when the VRF's
+    /// `vni` is.
     pub(crate) fn contains_all(&self, other: &ConfigLines) -> bool {
-        !other.0.is_empty() && other.0.is_subset(&self.0)
+        !other.0.is_empty()
+            && other
+                .0
+                .iter()
+                .all(|line| self.0.contains(line) || self.is_frr_default_rt(line))
+    }
+
+    fn is_frr_default_rt(&self, (block, family, line): &(String, String, String)) -> bool {
+        let Some(rt) = [
+            "route-target import ",
+            "route-target export ",
+            "route-target both ",
+        ]
+        .iter()
+        .find_map(|p| line.strip_prefix(p)) else {
+            return false;
+        };
+        // `router bgp <AS> vrf <VRF>` / `address-family l2vpn evpn`
+        let mut words = block.split_whitespace();
+        let (Some("router"), Some("bgp"), Some(asn), Some("vrf"), Some(vrf)) = (
+            words.next(),
+            words.next(),
+            words.next(),
+            words.next(),
+            words.next(),
+        ) else {
+            return false;
+        };
+        if family != "address-family l2vpn evpn" {
+            return false;
+        }
+        let Some((rt_as, rt_vni)) = rt.split_once(':') else {
+            return false;
+        };
+        rt_as == asn
+            && self
+                .0
+                .contains(&(format!("vrf {vrf}"), String::new(), format!("vni {rt_vni}")))
     }
 }
 
@@ -614,6 +654,15 @@ exit-vrf\n!\nrouter bgp 64999\n neighbor 100.64.0.2 remote-as 65000\n !\n\
             "router bgp 64999 vrf vrf-1001\n address-family l2vpn evpn\n  advertise-all-vni\n"
         )));
         assert!(!running.contains_all(&ConfigLines::parse("")));
+        // An explicit route target equal to FRR's own (<AS>:<VNI>) is not printed by FRR.
+        let mut default_rt = add_vrf(1001);
+        default_rt.route_targets = vec!["64999:1001".parse().unwrap()];
+        let (_, default_rt) = FrrObject::evpn_vrf(&default_rt).unwrap();
+        assert!(running.contains_all(&ConfigLines::parse(default_rt.apply_snippet())));
+        let mut other_rt = add_vrf(1001);
+        other_rt.route_targets = vec!["64999:4242".parse().unwrap()];
+        let (_, other_rt) = FrrObject::evpn_vrf(&other_rt).unwrap();
+        assert!(!running.contains_all(&ConfigLines::parse(other_rt.apply_snippet())));
     }
 
     #[test]
