@@ -95,8 +95,10 @@ nbctl() { ovn-nbctl --db="unix:$NB_SOCK" "$@"; }
 case "$driver" in
     evpn)
         # networking-bgpvpn's keys on the router gateway and the router's tenant subnet: the
-        # SB EVPN driver exposes both in VRF vrf-1001; the ToR gets a VRF for the same VNI.
-        vni=1001 expected=("$GW_IP4/32" "$VM_TENANT_IP4/32")
+        # SB EVPN driver wires the gateway into VRF vrf-1001 and puts the tenant VM on lo-1001,
+        # which FRR announces as a type-5 route (it redistributes connected routes, as
+        # upstream); the ToR gets a VRF for the same VNI.
+        vni=1001 expected=("$VM_TENANT_IP4/32")
         printf '[DEFAULT]\ndriver = ovn_evpn_driver\n' >"$LAB_DIR/demo-evpn.conf"
         configs+=(--config-file "$LAB_DIR/demo-evpn.conf")
         for port in "$GW_PORT_ID" "$RI_PORT_ID"; do
@@ -130,7 +132,7 @@ echo "agent pid $(cat "$LAB_DIR/agent.pid"), log $LAB_DIR/agent.log"
 
 if [ "$evpn" = 1 ]; then
     scripts/lab/wait-type5.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log" "$CHASSIS_VTEP_IP4:$vni" \
-        $((60 * scale)) "${expected[@]}"
+        $((20 * scale)) "${expected[@]}"
 else
     scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
 fi

@@ -32,8 +32,18 @@ while :; do
         exit 1
     fi
     if ((SECONDS > deadline)); then
-        echo "timed out; the ToR has not learned: ${missing[*]}" >&2
-        tail -n 20 "$log" >&2
+        {
+            echo "timed out; the ToR has not learned: ${missing[*]}"
+            echo "--- the ToR's type-5 routes:"
+            tor -c "show bgp l2vpn evpn route type prefix"
+            echo "--- the chassis' EVPN sessions and VNIs:"
+            vtysh --vty_socket "$VTY_CHASSIS" --config_dir "$FRR_CHASSIS_DIR" \
+                -c "show bgp l2vpn evpn summary" -c "show evpn vni" -c "show running-config"
+            echo "--- the chassis' table ${rd##*:}:"
+            ip -n "$NS_CHASSIS" route show table "${rd##*:}"
+            echo "--- the agent's log:"
+            tail -n 40 "$log"
+        } >&2
         exit 1
     fi
     sleep 1
