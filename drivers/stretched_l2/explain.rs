@@ -91,3 +91,43 @@ pub(crate) fn explain(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gateway_and_an_address_inside_a_route_are_explained() {
+        let mut m = SbModel::default();
+        m.upsert_port(PortBinding {
+            uuid: "u1".into(),
+            logical_port: "cr-lrp-gw".into(),
+            port_type: CHASSISREDIRECT.into(),
+            datapath: "dp".into(),
+            mac: vec!["fa:16:3e:00:00:01 172.24.4.10/24".into()],
+            ..Default::default()
+        });
+        m.upsert_port(PortBinding {
+            uuid: "u2".into(),
+            logical_port: "lrp-sub".into(),
+            port_type: "patch".into(),
+            datapath: "dp".into(),
+            mac: vec!["fa:16:3e:00:00:02 10.0.0.1/24".into()],
+            ..Default::default()
+        });
+        let id = ChassisIdentity::default();
+        let lines = explain(&m, &id, &ExplainQuery::new("172.24.4.10")).join("\n");
+        assert!(
+            lines.contains("cr-lrp-gw") && lines.contains("a router gateway"),
+            "{lines}"
+        );
+        assert!(lines.contains("announces 172.24.4.0/24 on-link"), "{lines}");
+        let lines = explain(&m, &id, &ExplainQuery::new("10.0.0.7")).join("\n");
+        assert!(
+            lines.contains("inside the announced route 10.0.0.0/24 (from lrp-sub)"),
+            "{lines}"
+        );
+        let lines = explain(&m, &id, &ExplainQuery::new("vm9")).join("\n");
+        assert!(lines.contains("no gateway or router port"), "{lines}");
+    }
+}
