@@ -351,6 +351,13 @@ pub enum RealisationNeed {
     /// FRR must redistribute kernel routes (routes, not addresses, are announced: stretched L2
     /// and the NB driver's `subnet` mode), as upstream's `redistribute kernel`.
     RedistributeKernel,
+    /// FRR redistributes kernel routes and nothing else (stretched L2: upstream forces
+    /// `redistribute kernel` alone, its exposures are routes in the VRF table, never addresses).
+    RedistributeKernelOnly,
+    /// Every route with a destination in the VRF table is the agent's, except the kernel's own
+    /// and those of routing daemons (BGP's, proto 186): a stray one is removed (stretched L2's
+    /// sync deletes every non-BGP route of the table it did not add).
+    SweepVrfTable,
 }
 
 /// A row the driver could not turn into an exposure, or an exposure the policy stage or the
@@ -437,6 +444,15 @@ impl ExposureSet {
 
     pub fn scope_mut(&mut self, id: ScopeId) -> &mut ExposureScope {
         self.scopes.entry(id).or_default()
+    }
+
+    /// Routes are announced from the VRF table: FRR redistributes kernel routes (with or
+    /// without connected ones).
+    pub fn redistributes_kernel(&self) -> bool {
+        self.needs.contains(&RealisationNeed::RedistributeKernel)
+            || self
+                .needs
+                .contains(&RealisationNeed::RedistributeKernelOnly)
     }
 
     /// Add an IP to the global scope (see [`ExposureScope::expose_ip`]).

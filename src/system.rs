@@ -242,6 +242,13 @@ pub struct Ownership {
     pub all_address_devices: BTreeSet<InterfaceName>,
     /// Tables whose rules and `proto boot` routes are the agent's (per-bridge tables).
     pub tables: BTreeSet<u32>,
+    /// Tables whose every route with a destination is the agent's, whatever its protocol,
+    /// except the kernel's own (`proto kernel`: routes of addresses) and those of routing
+    /// daemons (`proto bgp` 186 and FRR's other protocols, zebra's 11, babel's 42): a foreign
+    /// `proto static` route there is deleted, or replaced by the desired route of the same
+    /// destination. Upstream's stretched L2 driver sweeps its VRF table so (sparing only 186).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub swept_tables: BTreeSet<u32>,
     /// Devices whose permanent neighbours and proxy neighbours are the agent's.
     pub neighbour_devices: BTreeSet<InterfaceName>,
     /// Bridges whose flows with these cookies are the agent's.

@@ -615,3 +615,151 @@ async fn the_kernels_local_route_of_an_address_is_suppressed() {
         "local_routes: local route 192.0.2.9 dev lo-999 table 255 proto kernel scope host: device lo-999 does not exist"
     );
 }
+
+/// Stretched L2's VRF table (G1): in a swept table every route with a destination that is not
+/// desired goes, whatever its protocol, except the kernel's own and the routing daemons'
+/// (BGP's 186, FRR's static 196); a foreign route with a desired route's identity is replaced;
+/// default routes and other tables are untouched. A second reconcile changes nothing.
+#[tokio::test]
+async fn a_swept_table_loses_its_stray_routes_but_never_bgp_kernel_or_other_tables() {
+    let ns = TestNetns::new();
+    ns.ip(&["link", "add", "bgp-nic", "type", "ifb"]);
+    ns.ip(&["link", "set", "bgp-nic", "up"]);
+    let add = |args: &[&str]| {
+        let mut v = vec!["route", "add"];
+        v.extend_from_slice(args);
+        ns.ip(&v);
+    };
+    add(&[
+        "192.0.2.0/24",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "static",
+    ]);
+    add(&[
+        "198.51.100.0/24",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "bgp",
+    ]);
+    add(&[
+        "198.51.101.0/24",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "196",
+    ]);
+    add(&[
+        "198.51.102.0/24",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "kernel",
+    ]);
+    add(&[
+        "default", "dev", "bgp-nic", "table", "10", "proto", "static",
+    ]);
+    add(&[
+        "203.0.113.0/24",
+        "dev",
+        "bgp-nic",
+        "table",
+        "11",
+        "proto",
+        "static",
+    ]);
+    add(&[
+        "2001:db8:5::/64",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "static",
+    ]);
+    add(&[
+        "172.24.4.0/24",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "static",
+        "scope",
+        "link",
+    ]);
+    add(&[
+        "10.0.0.0/24",
+        "via",
+        "172.24.4.10",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "static",
+    ]);
+
+    let mut d = DesiredSystem::default();
+    d.links.insert(link("bgp-nic", LinkKind::Ifb));
+    d.ownership.link_names.insert(ifname("bgp-nic"));
+    d.routes
+        .insert(dev_route(10, "172.24.4.0/24", "bgp-nic", true));
+    d.routes.insert(RouteSpec {
+        via: Some(ip("172.24.4.10")),
+        ..dev_route(10, "10.0.0.0/24", "bgp-nic", false)
+    });
+    d.ownership.tables.insert(10);
+    d.ownership.swept_tables.insert(10);
+    let r = ns.reconciler();
+    let report = r.reconcile(&d).await.unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.removed.get("routes"), Some(&2), "{report:?}");
+    // Numeric protocols (`-N`): FRR's package names 196 `static` too.
+    let t4 = ns.ip(&["-N", "route", "show", "table", "10"]);
+    let t6 = ns.ip(&["-N", "-6", "route", "show", "table", "10"]);
+    let t11 = ns.ip(&["-N", "route", "show", "table", "11"]);
+    // (`-N` prints no protocol for boot, 3: the agent's routes, the two foreign ones replaced.)
+    let mut lines: Vec<&str> = t4.lines().map(str::trim).collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "10.0.0.0/24 via 172.24.4.10 dev bgp-nic",
+            "172.24.4.0/24 dev bgp-nic scope 253",
+            "198.51.100.0/24 dev bgp-nic proto 186 scope 253",
+            "198.51.101.0/24 dev bgp-nic proto 196 scope 253",
+            "198.51.102.0/24 dev bgp-nic proto 2 scope 253",
+            "default dev bgp-nic proto 4 scope 253",
+        ],
+        "{t4}"
+    );
+    assert!(!t6.contains("2001:db8:5::/64"), "{t6}");
+    assert!(t11.contains("203.0.113.0/24 dev bgp-nic proto 4"), "{t11}");
+    assert!(r.reconcile(&d).await.unwrap().is_noop());
+
+    // Without the sweep (the other drivers' VRF table), a foreign static route stays.
+    add(&[
+        "192.0.2.0/24",
+        "dev",
+        "bgp-nic",
+        "table",
+        "10",
+        "proto",
+        "static",
+    ]);
+    d.ownership.swept_tables.clear();
+    assert!(r.reconcile(&d).await.unwrap().is_noop());
+    let t4 = ns.ip(&["-N", "route", "show", "table", "10"]);
+    assert!(t4.contains("192.0.2.0/24 dev bgp-nic proto 4"), "{t4}");
+}

@@ -350,3 +350,32 @@ fn scopes_nexthops_and_routes_are_realised_or_reported() {
         ]
     );
 }
+
+/// Stretched L2 (G1): kernel-only redistribution still renders the routes in the VRF table, and
+/// the sweep need makes that table's stray non-BGP routes the agent's.
+#[test]
+fn kernel_only_redistribution_renders_routes_and_sweeps_the_vrf_table() {
+    use ovn_bgp_agent::exposure::{ExposedRoute, RealisationNeed, RouteKind};
+    let mut exposures = ExposureSet::default();
+    exposures.global_mut().expose_route(ExposedRoute {
+        prefix: "10.1.0.0/24".parse().unwrap(),
+        kind: RouteKind::TenantSubnet,
+        via: Some("172.24.4.10".parse().unwrap()),
+        provider: None,
+        source: "lrp-1".into(),
+    });
+    exposures
+        .needs
+        .insert(RealisationNeed::RedistributeKernelOnly);
+    let r = render(&settings(), &facts(), &exposures);
+    assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+    assert!(r.system.ownership.tables.contains(&10));
+    assert!(r.system.ownership.swept_tables.is_empty());
+    assert_eq!(r.system.routes.iter().filter(|x| x.table == 10).count(), 1);
+
+    exposures.needs.insert(RealisationNeed::SweepVrfTable);
+    let r = render(&settings(), &facts(), &exposures);
+    assert_eq!(r.system.ownership.swept_tables, [10].into());
+    // Nothing else is swept: no bridge table is in the set.
+    assert!(r.system.ownership.tables.iter().all(|t| *t == 10));
+}

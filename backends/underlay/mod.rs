@@ -257,14 +257,18 @@ impl ExposureBackend for UnderlayBackend {
         self.refresh_tables(&bridges);
         self.refresh_bridge_macs(&bridges);
         // The driver says whether routes (not only addresses) are announced (A2: upstream's
-        // `redistribute kernel` with the subnet advertisement method).
-        let mut redistribute = BTreeSet::from([Redistribute::Connected]);
-        if exposures
+        // `redistribute kernel` with the subnet advertisement method; stretched L2 (G1):
+        // `kernel` alone).
+        let redistribute = if exposures
             .needs
-            .contains(&RealisationNeed::RedistributeKernel)
+            .contains(&RealisationNeed::RedistributeKernelOnly)
         {
-            redistribute.insert(Redistribute::Kernel);
-        }
+            BTreeSet::from([Redistribute::Kernel])
+        } else if exposures.redistributes_kernel() {
+            BTreeSet::from([Redistribute::Connected, Redistribute::Kernel])
+        } else {
+            BTreeSet::from([Redistribute::Connected])
+        };
         if redistribute != self.redistribute {
             self.redistribute = redistribute;
             self.frr_snippets.clear();

@@ -156,13 +156,17 @@ pub fn render(settings: &UnderlaySettings, facts: &Facts, exposures: &ExposureSe
             );
         }
     }
-    if exposures
-        .needs
-        .contains(&RealisationNeed::RedistributeKernel)
-    {
+    if exposures.redistributes_kernel() {
         // Routes are announced from the VRF table (FRR redistributes kernel routes): the table's
         // `proto boot` routes are the agent's, so a withdrawn route is deleted.
         r.out.system.ownership.tables.insert(settings.vrf_table);
+    }
+    if exposures.needs.contains(&RealisationNeed::SweepVrfTable) {
+        r.out
+            .system
+            .ownership
+            .swept_tables
+            .insert(settings.vrf_table);
     }
     for wiring in exposures.bridges.values() {
         r.bridge(wiring);
@@ -222,10 +226,7 @@ pub fn render(settings: &UnderlaySettings, facts: &Facts, exposures: &ExposureSe
         }
     }
     for route in global.routes.values() {
-        if !exposures
-            .needs
-            .contains(&RealisationNeed::RedistributeKernel)
-        {
+        if !exposures.redistributes_kernel() {
             r.out.skip(
                 &route.source,
                 format!(

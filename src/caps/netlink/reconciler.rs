@@ -375,6 +375,7 @@ async fn reconcile_in(
         .ownership
         .tables
         .iter()
+        .chain(&desired.ownership.swept_tables)
         .copied()
         .chain(desired.routes.iter().map(|r| r.table))
         .collect();
@@ -896,11 +897,20 @@ fn plan_routes<'a>(
 ) {
     let observed: Vec<routes::ObservedRoute> = dump.filter_map(routes::parse).collect();
     let is_ours = |r: &routes::ObservedRoute| r.protocol == RouteProtocol::Boot;
+    // A foreign route the agent may replace or delete: in a swept table, not the kernel's own
+    // nor a routing daemon's, with a destination (upstream's sweep spares default routes).
+    let is_swept = |r: &routes::ObservedRoute| {
+        desired.ownership.swept_tables.contains(&r.identity.table)
+            && r.identity.dst.prefix_len() > 0
+            && routes::sweepable_protocol(r.protocol)
+    };
     let mut present: HashSet<&routes::RouteKey> = HashSet::new();
     // Gateway routes desired without a device match whatever device the kernel resolved.
     let mut present_any_dev: HashSet<routes::RouteKey> = HashSet::new();
     let mut boot_identities: HashSet<&routes::RouteIdentity> = HashSet::new();
     let mut foreign: HashMap<&routes::RouteIdentity, RouteProtocol> = HashMap::new();
+    // Swept foreign routes: replaced when a desired route has their identity, deleted otherwise.
+    let mut swept_identities: HashSet<&routes::RouteIdentity> = HashSet::new();
     for r in &observed {
         if is_ours(r) {
             boot_identities.insert(&r.identity);
@@ -913,6 +923,8 @@ fn plan_routes<'a>(
                     });
                 }
             }
+        } else if is_swept(r) {
+            swept_identities.insert(&r.identity);
         } else {
             foreign.insert(&r.identity, r.protocol);
         }
@@ -953,7 +965,9 @@ fn plan_routes<'a>(
             );
             continue;
         }
-        let op = if boot_identities.contains(&key.identity) {
+        let op = if boot_identities.contains(&key.identity)
+            || swept_identities.contains(&key.identity)
+        {
             replaced.insert(key.identity.clone());
             Op::Change
         } else {
@@ -962,7 +976,9 @@ fn plan_routes<'a>(
         adds.push(class::ROUTES, op, routes::add_request(spec, oif));
     }
     for r in &observed {
-        if !is_ours(r) || !desired.ownership.tables.contains(&r.identity.table) {
+        let owned =
+            (is_ours(r) && desired.ownership.tables.contains(&r.identity.table)) || is_swept(r);
+        if !owned {
             continue;
         }
         let keep = match &r.key {

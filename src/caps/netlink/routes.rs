@@ -217,8 +217,18 @@ pub(crate) fn add_request(spec: &RouteSpec, oif: Option<u32>) -> Request {
     }
 }
 
-/// Delete a dumped `proto boot` route. The request names the protocol, so the kernel itself
-/// refuses to delete a route of another protocol with the same destination.
+/// Whether a foreign route of `protocol` in a swept table ([`crate::system::Ownership::swept_tables`])
+/// is the agent's to replace or delete: not the kernel's own (routes of addresses) and not a
+/// routing daemon's (zebra 11, babel 42, FRR's 186-199: bgp, isis, ospf, rip, ripng, nhrp,
+/// eigrp, ldp, sharp, pbr, static, openfabric, srte).
+pub fn sweepable_protocol(protocol: RouteProtocol) -> bool {
+    let n = u8::from(protocol);
+    !(protocol == RouteProtocol::Kernel || n == 11 || n == 42 || (186..=199).contains(&n))
+}
+
+/// Delete a dumped route (the agent's `proto boot` one, or a swept foreign one). The request
+/// names the route's protocol, so the kernel itself refuses to delete a route of another
+/// protocol with the same destination.
 pub fn delete_request(route: &ObservedRoute) -> Request {
     let src = &route.message;
     let mut m = RouteMessage::default();
@@ -226,7 +236,7 @@ pub fn delete_request(route: &ObservedRoute) -> Request {
     m.header.destination_prefix_length = src.header.destination_prefix_length;
     m.header.tos = src.header.tos;
     m.header.table = src.header.table;
-    m.header.protocol = RouteProtocol::Boot;
+    m.header.protocol = route.protocol;
     m.header.scope = src.header.scope;
     m.header.kind = src.header.kind;
     for a in &src.attributes {
@@ -244,8 +254,14 @@ pub fn delete_request(route: &ObservedRoute) -> Request {
         message: RouteNetlinkMessage::DelRoute(m),
         flags: 0,
         what: format!(
-            "delete route {} table {} metric {} proto boot",
-            id.dst, id.table, id.metric
+            "delete route {} table {} metric {} proto {}",
+            id.dst,
+            id.table,
+            id.metric,
+            match route.protocol {
+                RouteProtocol::Boot => "boot".to_owned(),
+                other => u8::from(other).to_string(),
+            }
         ),
     }
 }
