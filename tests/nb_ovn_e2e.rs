@@ -467,6 +467,22 @@ fn the_ovn_method_wires_the_local_cluster_and_keeps_its_rows() {
     );
     assert!(fdb.contains("static"), "{fdb}");
 
+    // The steady state writes nothing to the local NB (values in the server's canonical form,
+    // no row collected and re-inserted), though the FRR repair re-applies every 2 s.
+    let nb_writes = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("reconciled") && l.contains("\"local_nb\""))
+            .count()
+    };
+    let writes_before = nb_writes(&agent.log());
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        nb_writes(&agent.log()),
+        writes_before,
+        "no local NB writes in the steady state:\n{}",
+        agent.log_tail()
+    );
+
     // Tenant exposures (the lab's tenant VM) are reported once, not failing each sync.
     let log = agent.log();
     assert!(
