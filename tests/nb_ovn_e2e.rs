@@ -677,3 +677,206 @@ fn the_ovn_method_follows_a_leader_change_of_the_local_cluster() {
     );
     eprintln!("nb_ovn_e2e: after the leader change, rows repaired in {repaired:?}");
 }
+
+/// A second `ovn-controller` on the lab's OVS, for the local cluster: OVN 23.03's
+/// `ovn-controller -n <chassis>` reads the chassis-suffixed keys (`ovn-remote-<chassis>`,
+/// `ovn-bridge-<chassis>`, `ovn-bridge-mappings-<chassis>`, …) of the same Open_vSwitch row
+/// (ovn-controller(8), "highly experimental"). Killed when dropped.
+struct ClusterController {
+    child: std::process::Child,
+    dir: ovsdb_support::TempDir,
+}
+
+impl ClusterController {
+    fn start(lab: &Lab, sb: &OvsdbServer) -> ClusterController {
+        let dir = ovsdb_support::TempDir::new("bgp-controller");
+        let datapath = lab
+            .vsctl(&["get", "Bridge", "br-ex", "datapath_type"])
+            .trim()
+            .to_owned();
+        lab.vsctl(&[
+            "set",
+            "Open_vSwitch",
+            ".",
+            &format!("external_ids:ovn-remote-bgp=\"{}\"", sb.unix_remote()),
+            &format!("external_ids:ovn-bridge-bgp={CLUSTER_INT_BRIDGE}"),
+            &format!("external_ids:ovn-bridge-datapath-type-bgp={datapath}"),
+            "external_ids:ovn-encap-type-bgp=geneve",
+            "external_ids:ovn-encap-ip-bgp=127.0.0.1",
+        ]);
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                lab.ns_chassis(),
+                "ovn-controller",
+                "-n",
+                "bgp",
+            ])
+            .arg(format!("unix:{}", lab.env("OVS_SOCK")))
+            .arg("--no-chdir")
+            .arg(format!("--pidfile={}", dir.path().join("c.pid").display()))
+            .arg(format!("--log-file={}", dir.path().join("c.log").display()))
+            .arg("-vconsole:off")
+            .env("OVS_RUNDIR", lab.env("OVS_RUNDIR"))
+            .env("OVN_RUNDIR", dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the local cluster's ovn-controller");
+        ClusterController { child, dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("c.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for ClusterController {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sbctl(sb: &OvsdbServer, args: &[&str]) -> String {
+    let out = Command::new("ovn-sbctl")
+        .arg(format!("--db={}", sb.unix_remote()))
+        .arg("--timeout=10")
+        .args(args)
+        .output()
+        .expect("run ovn-sbctl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_second_ovn_controller_on_the_same_ovs_runs_the_local_cluster() {
+    require_root();
+    let lab = Lab::start();
+    let nb = OvsdbServer::standalone(NB_SCHEMA, "local-nb2");
+    let sb = OvsdbServer::standalone(ovsdb_support::SB_SCHEMA, "local-sb2");
+    let _northd = ovsdb_support::Northd::start(&nb, &sb);
+    let remote = nb.unix_remote();
+    // The fabric bridge and its NIC only: the patch port is the controller's to create.
+    let datapath = lab
+        .vsctl(&["get", "Bridge", "br-ex", "datapath_type"])
+        .trim()
+        .to_owned();
+    lab.vsctl(&[
+        "--may-exist",
+        "add-br",
+        FABRIC_BRIDGE,
+        "--",
+        "set",
+        "Bridge",
+        FABRIC_BRIDGE,
+        &format!("datapath_type={datapath}"),
+        "--",
+        "--may-exist",
+        "add-port",
+        FABRIC_BRIDGE,
+        FABRIC_NIC,
+        "--",
+        "set",
+        "Interface",
+        FABRIC_NIC,
+        "type=internal",
+        "--",
+        "set",
+        "Open_vSwitch",
+        ".",
+        &format!("external_ids:ovn-bridge-mappings-bgp=\"dcfabric:{FABRIC_BRIDGE},local:br-ex\""),
+    ]);
+    wait_for("br-fab in the chassis", CONVERGENCE_TIMEOUT, || {
+        let links = lab.ip_chassis(&["link", "show"]);
+        if links.contains(&format!(" {FABRIC_BRIDGE}:")) {
+            Ok(())
+        } else {
+            Err(links)
+        }
+    });
+    lab.ip_chassis(&["link", "set", FABRIC_BRIDGE, "up"]);
+    lab.ip_chassis(&["addr", "replace", FABRIC_ADDRESS, "dev", FABRIC_BRIDGE]);
+    let controller = ClusterController::start(&lab, &sb);
+    let mut agent = Agent::start(lab.dir(), &overrides(&remote));
+    let vm = lab.env("VM_PROVIDER_IP4").to_owned();
+    wait_tor(&lab, "the provider VM at the ToR", |p| {
+        has(p, &format!("{vm}/32"))
+    });
+    wait_h1_rows(&remote, &fabric_mac(&lab), &agent);
+
+    // The controller registered chassis `bgp`, claimed the router's gateway ports (the
+    // agent's Gateway_Chassis rows name it) and made the localnet patch ports.
+    wait_output(
+        "chassis bgp in the local SB",
+        CONVERGENCE_TIMEOUT,
+        || sbctl(&sb, &["--bare", "--columns=name", "list", "Chassis"]),
+        |out| out.lines().any(|l| l.trim() == "bgp"),
+    );
+    let bgp_chassis = sbctl(
+        &sb,
+        &["--bare", "--columns=_uuid", "find", "Chassis", "name=bgp"],
+    );
+    for port in ["cr-bgp-router-openstack", "cr-bgp-router-dcfabric"] {
+        wait_output(
+            &format!("{port} bound to chassis bgp"),
+            CONVERGENCE_TIMEOUT,
+            || {
+                sbctl(
+                    &sb,
+                    &[
+                        "--bare",
+                        "--columns=chassis",
+                        "find",
+                        "Port_Binding",
+                        &format!("logical_port={port}"),
+                    ],
+                )
+            },
+            |out| !bgp_chassis.trim().is_empty() && out.trim() == bgp_chassis.trim(),
+        );
+    }
+    let fabric_patch = wait_output(
+        "the controller's patch port on br-fab",
+        CONVERGENCE_TIMEOUT,
+        || lab.vsctl(&["list-ports", FABRIC_BRIDGE]),
+        |out| out.lines().any(|p| p.starts_with("patch-dcfabric-")),
+    )
+    .lines()
+    .find(|p| p.starts_with("patch-dcfabric-"))
+    .expect("patch port")
+    .to_owned();
+    // The agent finds it (bridge facts are re-read every few seconds) and sends the
+    // fabric's traffic for the provider prefix into it.
+    wait_output(
+        "the ingress flow into the controller's patch port",
+        CONVERGENCE_TIMEOUT,
+        || lab.ovs_ofctl(&["dump-flows", FABRIC_BRIDGE, "cookie=999/-1"]),
+        |out| out.contains(&format!("output:{}", ofport(&lab, &fabric_patch))),
+    );
+    // Both controllers keep their own patch ports on br-ex: OpenStack's and the local
+    // cluster's `local` network.
+    std::thread::sleep(Duration::from_secs(3));
+    let ex_ports = lab.vsctl(&["list-ports", "br-ex"]);
+    assert!(
+        ex_ports.lines().any(|p| p.starts_with("patch-provnet-"))
+            && ex_ports
+                .lines()
+                .any(|p| p.starts_with("patch-local-localnet-")),
+        "{ex_ports}\n{}",
+        controller.log()
+    );
+    wait_tor(&lab, "the provider VM still at the ToR", |p| {
+        has(p, &format!("{vm}/32"))
+    });
+    agent.assert_running();
+    eprintln!(
+        "nb_ovn_e2e: second ovn-controller: patch ports {fabric_patch} and {}",
+        ex_ports
+            .lines()
+            .filter(|p| p.starts_with("patch-"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}

@@ -277,11 +277,18 @@ impl ExposureBackend for OvnClusterBackend {
     }
 
     /// Fires when the local NB changed (a row edited or deleted by hand, a resync after a
-    /// leader change), when it got connected, when the bridges' facts or the chassis identity
-    /// changed, or when the kernel part's background work brought something new.
-    /// Cancel-safe: every wait is a task handle or a watch polled by reference.
+    /// leader change), when it got connected, when the bridges' facts (re-read every
+    /// [`FACTS_MAX_AGE`]) or the chassis identity changed, or when the kernel part's
+    /// background work brought something new. Cancel-safe: every wait is a task handle or a
+    /// watch polled by reference, or a timer that is re-armed from the same instant.
     async fn changed(&mut self) -> Result<(), PluginError> {
         loop {
+            // The bridges' facts are polled: a NIC re-addressed or the local cluster's
+            // ovn-controller creating its patch port triggers no OVSDB event the agent sees.
+            let stale_at = match (&self.fact_read, self.facts_read_at) {
+                (None, Some(at)) if !self.fact_bridges().is_empty() => Some(at + FACTS_MAX_AGE),
+                _ => None,
+            };
             let Self {
                 base,
                 fact_read,
@@ -292,6 +299,12 @@ impl ExposureBackend for OvnClusterBackend {
             } = self;
             tokio::select! {
                 r = base.changed() => return r,
+                () = async {
+                    match stale_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => self.refresh_facts(),
                 result = maybe(fact_read) => {
                     self.fact_read = None;
                     if self.take_facts(result) {
