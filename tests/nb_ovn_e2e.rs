@@ -617,7 +617,7 @@ fn the_ovn_method_follows_a_leader_change_of_the_local_cluster() {
     let mut cluster = Cluster::new(
         NB_SCHEMA,
         "OVN_Northbound",
-        &[(16760, 16761), (16762, 16763), (16764, 16765)],
+        &[(16780, 16781), (16782, 16783), (16784, 16785)],
     );
     let leader = cluster.wait_ready("OVN_Northbound");
     let remote = cluster.remotes();
