@@ -12,7 +12,8 @@ use crate::plugin::{ExposureBackend, PluginContext, PluginError, Rendered};
 
 #[cfg(feature = "ovn_cluster")]
 pub mod ovn_cluster;
-#[cfg(feature = "underlay")]
+// The `ovn` backend announces its IPs from bgp-nic with the underlay backend's kernel part.
+#[cfg(any(feature = "underlay", feature = "ovn_cluster"))]
 pub mod underlay;
 #[cfg(feature = "vrf")]
 pub mod vrf;

@@ -204,6 +204,13 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
             "[ovn] ovn_nb_connection or the local OVS external_ids:ovn-nb-remote",
         ));
     }
+    if config.default.exposing_method == "ovn" {
+        dbs.push((
+            "node-local OVN Northbound",
+            Some(config.local_ovn_cluster.ovn_nb_connection.clone()),
+            "[local_ovn_cluster] ovn_nb_connection",
+        ));
+    }
     for (name, remote, where_) in dbs {
         out.push(match remote {
             None => finding(

@@ -295,6 +295,31 @@ async fn local_nb_rows_are_owned_repaired_and_removed() {
     assert!(report.is_noop(), "{report:?}");
     assert_eq!(nb.transactions_sent(), 1);
 
+    // A new row of a non-root table whose parent exists (a fabric port added to the agent's
+    // router once its bridge got an address; a policy deleted by hand) joins its parent in
+    // the same transaction: the server would garbage-collect it at once otherwise, and every
+    // reconcile would insert it again.
+    let mut grown = full.clone();
+    grown.rows.insert(
+        id("Logical_Router_Port", "bgp-router-physnet2"),
+        row(
+            vec![
+                ("name", "bgp-router-physnet2".into()),
+                ("mac", "52:54:00:00:00:02".into()),
+                ("networks", strings(&["100.64.2.1/30"])),
+            ],
+            Some((&id("Logical_Router", "bgp-router"), "ports")),
+        ),
+    );
+    let report = nb.reconcile(&grown).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "added"), 1, "{report:?}");
+    assert!(nbctl(&server, &["lrp-list", "bgp-router"]).contains("bgp-router-physnet2"));
+    assert!(nb.plan(&grown).ops.is_empty(), "the new port stayed");
+    let report = nb.reconcile(&full).await;
+    assert_eq!(count(&report, "removed"), 1, "{report:?}");
+    assert!(nb.reconcile(&full).await.is_noop());
+
     // Someone edits the agent's rows: the change is signalled, and the next reconcile restores
     // the desired columns. A port someone adds to the agent's router is theirs and stays.
     changes.borrow_and_update();

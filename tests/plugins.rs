@@ -122,27 +122,12 @@ fn context_with_method(method: &str) -> plugin::PluginContext {
 }
 
 #[test]
-fn nb_driver_refuses_the_methods_not_built_yet_before_connecting_anything() {
-    let (d, _) = plugin::select("nb_ovn_bgp_driver", "ovn").expect("ovn");
-    let err = (d.factory)(&context_with_method("ovn"))
-        .err()
-        .expect("refused");
-    let msg = err.to_string();
-    assert!(
-        matches!(err, plugin::PluginError::NotImplemented { .. }),
-        "{msg}"
-    );
-    assert_eq!(
-        msg,
-        "nb_ovn_bgp_driver with exposing_method = ovn (built: underlay, vrf) is not implemented \
-         yet in this build"
-    );
-    for method in ["underlay", "vrf"] {
-        let (d, _) = plugin::select("nb_ovn_bgp_driver", method).unwrap();
-        assert!(
-            (d.factory)(&context_with_method(method)).is_ok(),
-            "{method} is built"
-        );
+fn nb_driver_and_backends_build_for_every_method_it_lists_without_connecting() {
+    for method in ["underlay", "vrf", "ovn"] {
+        let (d, b) = plugin::select("nb_ovn_bgp_driver", method).unwrap();
+        let ctx = context_with_method(method);
+        assert!((d.factory)(&ctx).is_ok(), "driver with {method} is built");
+        assert!((b.factory)(&ctx).is_ok(), "backend {method} is built");
     }
 }
 

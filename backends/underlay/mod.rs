@@ -30,7 +30,9 @@ use crate::caps::ovs::tools::OvsTools;
 use crate::caps::rt_tables::RtTables;
 use crate::config::DefaultSection;
 use crate::exposure::{ExposureSet, RealisationNeed};
-use crate::plugin::{BackendRegistration, ExposureBackend, PluginContext, PluginError, Rendered};
+#[cfg(feature = "underlay")]
+use crate::plugin::BackendRegistration;
+use crate::plugin::{ExposureBackend, PluginContext, PluginError, Rendered};
 use crate::types::{InterfaceName, MacAddr};
 use render::{Facts, UnderlaySettings, VrfKind};
 
@@ -68,7 +70,8 @@ pub(crate) struct UnderlayBackend {
 }
 
 impl UnderlayBackend {
-    fn from_context(ctx: &PluginContext) -> Result<Self, PluginError> {
+    /// Also the kernel and FRR part of the `ovn` backend (`backends/ovn_cluster`).
+    pub(crate) fn from_context(ctx: &PluginContext) -> Result<Self, PluginError> {
         let config = &ctx.config;
         Ok(Self {
             settings: UnderlaySettings::from_config(config).map_err(failed)?,
@@ -326,6 +329,8 @@ impl ExposureBackend for UnderlayBackend {
     }
 }
 
+// Registered only with its own feature: the `ovn` backend reuses the code without it.
+#[cfg(feature = "underlay")]
 inventory::submit! {
     BackendRegistration {
         name: NAME,

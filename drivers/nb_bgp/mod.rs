@@ -9,9 +9,10 @@
 //! - [`replay`]: the step-wise replay hook (the model, condition policy and computation of the
 //!   live driver, fed by the replay engine).
 //!
-//! Built exposing methods: `underlay` (everything in the default VRF, announced from `bgp-nic`)
-//! and `vrf` (each L3 EVPN provider network in a VRF of its own, realised by `backends/vrf`);
-//! `ovn` is listed (upstream supports it) and refused at once with "not implemented yet".
+//! Built exposing methods: `underlay` (everything in the default VRF, announced from `bgp-nic`),
+//! `vrf` (each L3 EVPN provider network in a VRF of its own, realised by `backends/vrf`) and
+//! `ovn` (computed as `underlay`; `backends/ovn_cluster` wires the node-local OVN cluster and
+//! reports the tenant exposures it cannot realise).
 
 pub mod compute;
 pub(crate) mod explain;
@@ -59,20 +60,7 @@ pub fn policy(config: &AgentConfig, options: &NbOptions) -> NbConditionPolicy {
     }
 }
 
-/// The exposing methods this driver is built for; the others it lists are refused by the
-/// factory before anything connects.
-const BUILT_BACKENDS: [&str; 2] = ["underlay", "vrf"];
-
 fn factory(ctx: &PluginContext) -> Result<Box<dyn Driver>, PluginError> {
-    let method = &ctx.config.default.exposing_method;
-    if !BUILT_BACKENDS.contains(&method.as_str()) {
-        return Err(PluginError::NotImplemented {
-            what: format!(
-                "{NAME} with exposing_method = {method} (built: {})",
-                BUILT_BACKENDS.join(", ")
-            ),
-        });
-    }
     Ok(Box::new(live::NbBgpDriver::new(ctx)))
 }
 

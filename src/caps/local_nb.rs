@@ -230,6 +230,22 @@ pub struct LocalNbPlan {
     pub errors: Vec<(String, String)>,
 }
 
+/// Where the agent's reconciler finds the node-local NB: empty until the `ovn` backend has
+/// connected, then filled once. Clones share the one slot.
+#[derive(Clone, Default)]
+pub struct LocalNbSlot(Arc<std::sync::OnceLock<Arc<LocalNb>>>);
+
+impl LocalNbSlot {
+    /// Fills the slot; false if it was already filled (the first connection stays).
+    pub fn fill(&self, local_nb: Arc<LocalNb>) -> bool {
+        self.0.set(local_nb).is_ok()
+    }
+
+    pub fn get(&self) -> Option<&Arc<LocalNb>> {
+        self.0.get()
+    }
+}
+
 /// Keeps the agent's rows of the local NB equal to a [`LocalNbDesired`].
 pub struct LocalNb {
     client: OvsdbClient,
@@ -669,18 +685,30 @@ fn plan(schema: &DatabaseSchema, replica: &Replica, desired: &LocalNbDesired) ->
     }
     for (id, row) in &wanted {
         let Some(p) = &row.parent else { continue };
-        let (Some(Handle::Existing(child)), Handle::Existing(parent)) =
-            (handles.get(*id), &handles[&p.row])
-        else {
-            continue; // a new child or a new parent: done in the insert
+        let (child, Handle::Existing(parent)) = (&handles[*id], &handles[&p.row]) else {
+            continue; // a new parent lists its children in its insert
+        };
+        let child = match child {
+            Handle::Existing(child) => *child,
+            // A new child of an existing parent: added to it in this transaction (after its
+            // insert, which the named-uuid refers to), or the server collects it at once.
+            Handle::New(_) => {
+                out.ops
+                    .push(Op::mutate(&p.row.table).where_uuid(*parent).mutation(
+                        &p.column,
+                        Mutator::Insert,
+                        Datum::Atom(child.atom()),
+                    ));
+                continue;
+            }
         };
         let parent_row = &current[&p.row];
-        if !parent_row.uuids(&p.column).any(|u| u == *child) {
+        if !parent_row.uuids(&p.column).any(|u| u == child) {
             out.ops
                 .push(Op::mutate(&p.row.table).where_uuid(*parent).mutation(
                     &p.column,
                     Mutator::Insert,
-                    Datum::Atom(Atom::Uuid(*child)),
+                    Datum::Atom(Atom::Uuid(child)),
                 ));
             changed_rows.insert(id);
         }
@@ -689,13 +717,13 @@ fn plan(schema: &DatabaseSchema, replica: &Replica, desired: &LocalNbDesired) ->
             for other in table.iter().filter(|r| {
                 r.uuid() != *parent
                     && existing.owned.contains(&r.uuid())
-                    && r.uuids(&p.column).any(|u| u == *child)
+                    && r.uuids(&p.column).any(|u| u == child)
             }) {
                 out.ops
                     .push(Op::mutate(&p.row.table).where_uuid(other.uuid()).mutation(
                         &p.column,
                         Mutator::Delete,
-                        Datum::Atom(Atom::Uuid(*child)),
+                        Datum::Atom(Atom::Uuid(child)),
                     ));
                 changed_rows.insert(id);
             }

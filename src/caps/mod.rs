@@ -109,6 +109,9 @@ pub struct Capabilities {
     pub vtysh: frr::vtysh::Vtysh,
     /// The one OVS tool runner (`[ovs]`): plugins read OVS through it (bridge MACs, ofports).
     pub ovs_tools: ovs::tools::OvsTools,
+    /// The node-local NB the reconciler writes (`exposing_method = ovn`), filled by that
+    /// backend once connected.
+    pub local_nb: local_nb::LocalNbSlot,
 }
 
 impl Capabilities {
@@ -128,6 +131,7 @@ impl Capabilities {
             frr: None,
             vtysh: frr::vtysh::Vtysh::new(frr::VtyshOptions::from_config(&config.frr)),
             ovs_tools: ovs::tools::OvsTools::new(ovs::tools::OvsOptions::from_config(&config.ovs)),
+            local_nb: local_nb::LocalNbSlot::default(),
         }
     }
 
@@ -163,12 +167,14 @@ impl Capabilities {
         // The state file is read on the first reconcile and written only when the agent
         // creates or removes an FRR object: a backend without FRR objects never touches it.
         let frr_objects = Arc::new(frr::FrrObjects::from_config(config, frr.clone()));
+        let local_nb = local_nb::LocalNbSlot::default();
         let composite = reconcile::CompositeReconciler::new(
             netlink.clone(),
             Some(ovs_flows.clone() as Arc<dyn FlowReconciler>),
             Some(frr.clone() as Arc<dyn FrrConfigurator>),
         )
         .with_frr_objects(frr_objects)
+        .with_local_nb_slot(local_nb.clone())
         .with_ovs_ports_and_fdb(
             Some(ovs_ports as Arc<dyn OvsPortReconciler>),
             Some(fdb as Arc<dyn FdbReconciler>),
@@ -182,6 +188,7 @@ impl Capabilities {
             ovs_tools: ovs_flows.tools().clone(),
             ovs_flows: Some(ovs_flows),
             frr: Some(frr),
+            local_nb,
         }
     }
 
@@ -202,6 +209,7 @@ impl Capabilities {
             frr: self.frr,
             vtysh: self.vtysh,
             ovs_tools: self.ovs_tools,
+            local_nb: self.local_nb,
         }
     }
 }

@@ -549,6 +549,12 @@ pub(crate) fn check(config: &AgentConfig, privs: &Privileges, access: &dyn Acces
     if driver.starts_with("nb_") || config.default.exposing_method == "ovn" {
         ovn.push(("Northbound", config.ovn.ovn_nb_connection.as_deref()));
     }
+    if config.default.exposing_method == "ovn" {
+        ovn.push((
+            "node-local Northbound",
+            Some(config.local_ovn_cluster.ovn_nb_connection.as_str()),
+        ));
+    }
     for (db, remotes) in ovn {
         let sockets: Vec<PathBuf> = remotes
             .unwrap_or_default()
@@ -560,7 +566,7 @@ pub(crate) fn check(config: &AgentConfig, privs: &Privileges, access: &dyn Acces
             access,
             &mut report,
             &sockets,
-            &format!("the driver reads the OVN {db} database over these sockets"),
+            &format!("the agent uses the OVN {db} database over these sockets"),
             "connect over tcp: or ssl: (as a chassis reaches the central databases), or give \
              the socket a group the agent is in",
         );

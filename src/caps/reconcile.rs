@@ -63,7 +63,7 @@ struct ToolClasses {
     flows: Option<Arc<dyn FlowReconciler>>,
     frr: Option<Arc<dyn FrrConfigurator>>,
     frr_objects: Option<Arc<super::frr::FrrObjects>>,
-    local_nb: Option<Arc<super::local_nb::LocalNb>>,
+    local_nb: super::local_nb::LocalNbSlot,
     ovs_ports: Option<Arc<dyn OvsPortReconciler>>,
     fdb: Option<Arc<dyn FdbReconciler>>,
     /// When a periodic flow check runs beside this reconciler (the agent's case), a flow set
@@ -128,7 +128,7 @@ impl CompositeReconciler {
                 flows,
                 frr,
                 frr_objects: None,
-                local_nb: None,
+                local_nb: super::local_nb::LocalNbSlot::default(),
                 ovs_ports: None,
                 fdb: None,
                 skip_unchanged_flows: false,
@@ -154,7 +154,17 @@ impl CompositeReconciler {
 
     /// Adds the node-local NB class ([`DesiredSystem::local_nb`]).
     pub fn with_local_nb(mut self, local_nb: Arc<super::local_nb::LocalNb>) -> Self {
-        self.tools_mut().local_nb = Some(local_nb);
+        let slot = super::local_nb::LocalNbSlot::default();
+        slot.fill(local_nb);
+        self.tools_mut().local_nb = slot;
+        self
+    }
+
+    /// Adds the node-local NB class through a slot its backend fills once it has connected
+    /// (the connection needs the configuration and an async start; the reconciler is built
+    /// before any backend).
+    pub fn with_local_nb_slot(mut self, slot: super::local_nb::LocalNbSlot) -> Self {
+        self.tools_mut().local_nb = slot;
         self
     }
 
@@ -395,7 +405,7 @@ impl ToolClasses {
 
     async fn apply_local_nb(&self, desired: &DesiredSystem) -> ChangeReport {
         let mut report = ChangeReport::default();
-        match (&self.local_nb, &desired.local_nb) {
+        match (self.local_nb.get(), &desired.local_nb) {
             (Some(nb), Some(rows)) => report.merge(nb.reconcile(rows).await),
             (None, Some(rows)) if !rows.rows.is_empty() => report.error(
                 LOCAL_NB,

@@ -387,7 +387,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "local_ovn_cluster",
         "peer_ips",
         OptType::List(ListItem::Ip),
-        "ovn exposing method: next hops (ECMP) and BFD peers, in bridge-mapping order.",
+        "ovn exposing method: next hops (ECMP) and BFD peers, each on the fabric network whose subnet holds it.",
     ),
     opt(
         "local_ovn_cluster",
