@@ -7,6 +7,7 @@
 #   sudo scripts/demo.sh --driver nb          # the NB driver (nb_ovn_bgp_driver) instead of SB
 #   sudo scripts/demo.sh --driver evpn        # ovn_evpn_driver: the ToR learns EVPN type-5 routes
 #   sudo scripts/demo.sh --driver nb-vrf      # nb_ovn_bgp_driver with exposing_method = vrf (EVPN)
+#   sudo scripts/demo.sh --driver stretched   # ovn_stretched_l2_bgp_driver: routes, not addresses
 #        (both EVPN modes need real VRFs: on a kernel without the vrf module, this machine's, the
 #         demo runs inside the full-kernel VM of scripts/vm-tier, ~3 min under TCG, and stops there)
 #   sudo scripts/demo.sh --ovn 25.03          # OVN 25.03 from Debian 13's packages (a chroot)
@@ -20,18 +21,18 @@ agent_bin=
 while [ $# -gt 0 ]; do
     case "$1" in
         --stop) stop=1 ;;
-        --driver) driver=${2:?--driver sb|nb|evpn|nb-vrf}; shift ;;
+        --driver) driver=${2:?--driver sb|nb|evpn|nb-vrf|stretched}; shift ;;
         --ovn) export LAB_OVN=${2:?--ovn 23.03|25.03}; shift ;;
         --agent) agent_bin=${2:?--agent PATH}; shift ;;
-        *) echo "usage: $0 [--stop] [--driver sb|nb|evpn|nb-vrf] [--ovn 25.03] [--agent PATH]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--stop] [--driver sb|nb|evpn|nb-vrf|stretched] [--ovn 25.03] [--agent PATH]" >&2; exit 2 ;;
     esac
     shift
 done
 evpn=0
 case "$driver" in
-    sb | nb) ;;
+    sb | nb | stretched) ;;
     evpn | nb-vrf) evpn=1 ;;
-    *) echo "--driver: sb, nb, evpn or nb-vrf, not $driver" >&2; exit 2 ;;
+    *) echo "--driver: sb, nb, evpn, nb-vrf or stretched, not $driver" >&2; exit 2 ;;
 esac
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -117,6 +118,12 @@ case "$driver" in
         nbctl set Logical_Switch "neutron-$NET_PUBLIC_ID" 'external_ids:"neutron_bgpvpn:type"=l3' \
             "external_ids:\"neutron_bgpvpn:vni\"=$vni" "external_ids:\"neutron_bgpvpn:rt\"=\"['64999:$vni']\""
         ;;
+    stretched)
+        # Routes, not addresses, in bgp-vrf's table: the gateway network on-link and each router
+        # subnet via the gateway, for every gateway of the cloud; FRR redistributes kernel routes.
+        printf '[DEFAULT]\ndriver = ovn_stretched_l2_bgp_driver\n' >"$LAB_DIR/demo-stretched.conf"
+        configs+=(--config-file "$LAB_DIR/demo-stretched.conf")
+        ;;
 esac
 if [ "$evpn" = 1 ]; then
     step "the ToR gets vrf-$vni with L3VNI $vni (scripts/lab/tor-evpn.sh)"
@@ -133,6 +140,14 @@ echo "agent pid $(cat "$LAB_DIR/agent.pid"), log $LAB_DIR/agent.log"
 if [ "$evpn" = 1 ]; then
     scripts/lab/wait-type5.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log" "$CHASSIS_VTEP_IP4:$vni" \
         $((20 * scale)) "${expected[@]}"
+elif [ "$driver" = stretched ]; then
+    # With a real VRF the ToR also learns the tenant subnet (10.0.0.0/24) via the gateway; on
+    # the lab's stand-in VRF (FRR's import-table of table 10) only on-link routes reach FRR.
+    expected=("$PUBLIC_CIDR4")
+    [ "$LAB_KERNEL" = full ] && expected+=("$PRIVATE_CIDR4")
+    scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log" "${expected[@]}"
+    step "the chassis' table 10: the gateway network on-link, the tenant subnet via the gateway"
+    ip -n "$NS_CHASSIS" route show table 10
 else
     scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# wait-routes.sh PIDFILE LOGFILE: waits (60 s) until the lab's ToR has learned what the agent
-# exposes for the lab's workloads (provider VM, gateway, FIP, tenant VM; the VM's and the
-# gateway's IPv6), then prints the ToR's tables. Fails with the last lines of LOGFILE when the
+# wait-routes.sh PIDFILE LOGFILE [PREFIX...]: waits (60 s) until the lab's ToR has learned what
+# the agent exposes for the lab's workloads (provider VM, gateway, FIP, tenant VM; the VM's and
+# the gateway's IPv6), or the IPv4 PREFIXes given, then prints the ToR's tables. Fails with the last lines of LOGFILE when the
 # agent (the pid in PIDFILE) exits or the time runs out. Used by scripts/demo.sh and
 # scripts/test-oci.sh; reads $LAB_DIR/lab.env.
 set -euo pipefail
@@ -14,6 +14,10 @@ tor() { vtysh --vty_socket "$VTY_TOR" --config_dir "$FRR_TOR_DIR" "$@"; }
 
 expected4=("$VM_PROVIDER_IP4/32" "$GW_IP4/32" "$FIP_IP4/32" "$VM_TENANT_IP4/32")
 expected6=("$VM_PROVIDER_IP6/128" "$GW_IP6/128")
+if (($# > 2)); then
+    expected4=("${@:3}")
+    expected6=()
+fi
 printf '\n==> %s\n' "waiting for the ToR to learn: ${expected4[*]} ${expected6[*]}"
 deadline=$((SECONDS + 60))
 while :; do
