@@ -75,9 +75,11 @@ fi
 
 # Under TCG the VM is many times slower: its time scale stretches the lab's timeouts.
 scale=${VM_TIER_TIME_SCALE:-1}
-if [ "$evpn" = 1 ]; then
-    export LAB_KERNEL=full LAB_EVPN=1 LAB_TIMEOUT=$((15 * scale))
+if [ "$evpn" = 1 ] || [ "$in_vm" = 1 ]; then
+    # Real VRFs (and in the VM, the OVS kernel datapath): the production device kinds.
+    export LAB_KERNEL=full LAB_TIMEOUT=$((15 * scale))
 fi
+[ "$evpn" = 1 ] && export LAB_EVPN=1
 
 step "bringing up the lab"
 scripts/lab/up.sh

@@ -857,13 +857,14 @@ fn frr_evpn_type5_realisation_works_on_the_real_kernel_against_an_evpn_tor() {
     );
 }
 
-/// The EVPN demos as a newcomer runs them (`scripts/demo.sh --driver evpn`, then
-/// `--driver nb-vrf`), in one VM boot: each brings up the EVPN lab, marks its networks as
-/// networking-bgpvpn does, starts the agent binary and waits until the ToR has the type-5
-/// routes; the demo's own output is checked here.
+/// The demos that need a real kernel, as a newcomer runs them (`scripts/demo.sh --driver evpn`,
+/// `--driver nb-vrf`, then `--driver stretched`), in one VM boot: each brings up the lab, marks
+/// its networks as networking-bgpvpn does (EVPN), starts the agent binary and waits until the
+/// ToR has the routes (type-5 in its VRF; the stretched subnet through a real `bgp-vrf`); the
+/// demo's own output is checked here.
 #[test]
 #[ignore = "full-kernel tier: run with scripts/vm-tier/test.sh (boots a VM, ~3 min)"]
-fn evpn_demos_run_in_the_vm() {
+fn real_kernel_demos_run_in_the_vm() {
     assert_prepared();
     let agent = env!("CARGO_BIN_EXE_ovn-bgp-agent");
     let output = run_in_vm(
@@ -872,7 +873,8 @@ fn evpn_demos_run_in_the_vm() {
             "sh",
             "-c",
             "scripts/demo.sh --driver evpn --agent \"$0\" --stop \
-             && scripts/demo.sh --driver nb-vrf --agent \"$0\" --stop",
+             && scripts/demo.sh --driver nb-vrf --agent \"$0\" --stop \
+             && scripts/demo.sh --driver stretched --agent \"$0\" --stop",
             agent,
         ],
     );
@@ -918,6 +920,30 @@ fn evpn_demos_run_in_the_vm() {
             "the {demo} demo's ToR did not install {ip} {via} in its VRF"
         );
     }
+    // The stretched-L2 demo on a real VRF: the ToR learns the tenant subnet, which the agent
+    // routes via the gateway in bgp-vrf's table (the stand-in VRF of the fast tier cannot).
+    let start = all
+        .find("==> starting the agent (stretched driver)")
+        .expect("the stretched demo did not start its agent");
+    let part = &all[start..];
+    let learned = &part[part
+        .find("learned from the chassis")
+        .expect("the stretched demo did not report the ToR's routes")..];
+    let learned = &learned[..learned
+        .find("==> the chassis' table 10")
+        .unwrap_or(learned.len())];
+    for prefix in ["172.24.4.0/24", "10.0.0.0/24"] {
+        assert!(
+            learned
+                .lines()
+                .any(|l| l.contains(prefix) && l.contains("100.64.0.1")),
+            "the stretched demo's ToR has no {prefix} from the chassis:\n{learned}"
+        );
+    }
+    assert!(
+        part.contains("10.0.0.0/24 via 172.24.4.10 dev bgp-nic"),
+        "the stretched demo's table 10 has no subnet via the gateway"
+    );
 }
 
 /// The fast-tier half of the EVPN lab helpers: [`lab_fixture::parse_type5_routes`] on a reply
