@@ -59,11 +59,12 @@ BULK_PER_DATAPATH = 1000
 BULK_TUNNEL_KEY_BASE = 100000
 # Busy gateway (--busy): routers whose gateway port is bound to this chassis, each with
 # BUSY_FIPS_PER_ROUTER centralized FIPs and one tenant subnet of BUSY_VMS_PER_ROUTER VMs (bound to
-# the remote chassis, exposed here through the gateway with expose_tenant_networks).
+# the remote chassis, exposed here through the gateway with expose_tenant_networks). Tenant
+# subnets are 10.200.(4k).0/22 (the bulk is in 10.0-1.x.y; the lab uses 100.64.0.0/16).
 BUSY_FIPS_PER_ROUTER = 500
 BUSY_VMS_PER_ROUTER = 500
 BUSY_PER_ROUTER = BUSY_FIPS_PER_ROUTER + BUSY_VMS_PER_ROUTER
-BUSY_MAX_ROUTERS = 63  # tenant subnets 100.64.(4k).0/22
+BUSY_MAX_ROUTERS = 64
 BUSY_TUNNEL_KEY_BASE = 200000
 BUSY_PROVIDER = "bench-busy-provider"
 
@@ -587,7 +588,7 @@ class Lab:
         gw_mac, sub_mac = mac_of(0xb2, k), mac_of(0xb3, k)
         gw_ip = f"198.19.255.{k + 1}"
         fips = [busy_fip(k * BUSY_FIPS_PER_ROUTER + j) for j in range(BUSY_FIPS_PER_ROUTER)]
-        vms = [f"100.64.{4 * k + j // 250}.{j % 250 + 1}" for j in range(BUSY_VMS_PER_ROUTER)]
+        vms = [f"10.200.{4 * k + j // 250}.{j % 250 + 1}" for j in range(BUSY_VMS_PER_ROUTER)]
         router_dp, subnet_dp = ["named-uuid", "rdp"], ["named-uuid", "sdp"]
         base = BUSY_TUNNEL_KEY_BASE + 1 + 2 * k
 
@@ -616,7 +617,7 @@ class Lab:
                 "options": omap({"distributed-port": f"lrp-{gw}"}),
             }),
             pb(f"lrp-{sub}", router_dp, 3, {
-                "type": "patch", "mac": set_of([f"{sub_mac} 100.64.{4 * k + 3}.254/22"]),
+                "type": "patch", "mac": set_of([f"{sub_mac} 10.200.{4 * k + 3}.254/22"]),
                 "options": omap({"peer": sub}),
             }),
             pb(sub, subnet_dp, 1, {
@@ -733,7 +734,8 @@ def measure(lab, w, agent, args, n_total):
         w.dump_addresses()
         want = {ip for _, ip, _ in cold} | set(lab.busy_ips)
         if want & w.present:
-            raise RuntimeError("cold-start addresses still present after removing bgp-nic")
+            raise RuntimeError("cold-start addresses still present after removing bgp-nic: "
+                               f"{sorted(want & w.present)[:5]}")
         t0 = agent.start()
         w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "cold start exposure")
         if not agent.alive():
@@ -881,6 +883,14 @@ def metric_reconciles(env):
     return out
 
 
+def metrics_or_empty(env):
+    """metric_reconciles(), or {} while the agent's listener is not up yet."""
+    try:
+        return metric_reconciles(env)
+    except OSError:  # URLError is one: connection refused until the listener binds
+        return {}
+
+
 def reconcile_delta(before, after):
     """{trigger: {count, mean_ms}} of the reconciles between two metric_reconciles()."""
     out = {}
@@ -913,6 +923,11 @@ def full_reconciles(lab, w, agent, args, cold):
         agent.start()
         want = {ip for _, ip, _ in cold} | set(lab.busy_ips)
         w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "restart exposure")
+        # The metrics listener comes up with the agent's first reconcile ("start").
+        w.wait(lambda: "start" in metrics_or_empty(lab.env) or not agent.alive(), args.timeout,
+               "the agent's first reconcile in its metrics")
+        if not agent.alive():
+            raise RuntimeError(f"agent exited; see {agent.log_path}")
         last = metric_reconciles(lab.env).get("reconcile_interval", [0, 0.0])
         durations = []
         deadline = time.time() + args.timeout
@@ -1043,7 +1058,7 @@ def markdown(results):
         ("SB Port_Binding rows (N)", lambda r: f"{r['sb_port_bindings']}"),
         ("exposures of the busy routers here (FIPs + tenant VMs)",
          lambda r: f"{r['busy_exposures']} ({r['busy_routers']} routers)"),
-        ("cold start: exec to all K addresses (ms)",
+        ("cold start: exec to all K (+ busy) addresses (ms)",
          lambda r: f"{r['cold_start']['exec_to_all_addresses_ms']}"),
         ("cold start, repeated (ms)", lambda r: " / ".join(map(str, r["cold_start_repeats_ms"]))),
         ("cold start: exec to SB replica ready (ms)",
