@@ -984,10 +984,12 @@ def main():
     ap.add_argument("--full-interval", type=int, default=2,
                     help="reconcile_interval (s) of the agent while timing full reconciles")
     ap.add_argument("--out", help="JSON results file")
-    ap.add_argument("--report", help="print the markdown table of an existing JSON results file")
+    ap.add_argument("--report", nargs="+",
+                    help="print the markdown table of existing JSON results files (their runs "
+                         "side by side)")
     args = ap.parse_args()
     if args.report:
-        print(markdown(json.load(open(args.report))))
+        print(markdown({"runs": [r for path in args.report for r in json.load(open(path))["runs"]]}))
         return
 
     env = read_env(args.lab_dir)
