@@ -13,7 +13,14 @@ ports of this chassis:
 - unbind latency: chassis cleared + up=false, to RTM_DELADDR;
 - bursts of 50 bindings: 50 transactions pipelined back to back, and 50 bindings in one
   transaction: first send to the last address;
-- agent RSS: VmRSS and VmHWM from /proc/<pid>/status; agent CPU per bind event.
+- agent RSS: VmRSS and VmHWM from /proc/<pid>/status; agent CPU per bind event;
+- full reconcile: the agent restarted with `reconcile_interval` = 1 s, the duration of its
+  periodic reconciles (nothing to change) from its metrics.
+
+--busy B1,B2,... (the busy gateway, issue 17): the bulk is loaded once (the last of --sizes),
+then for each B (increasing) routers are added whose gateway port is bound to this chassis, each
+with 500 centralized FIPs and a tenant subnet of 500 VMs (written into the SB like the bulk), so
+this chassis exposes B more addresses; the same measurements run at each B.
 
 Timestamps: time.time() taken in this process; netlink events are stamped when this process
 reads them from a NETLINK_ROUTE socket opened inside the chassis netns (RTMGRP_IPV4_IFADDR),
@@ -44,11 +51,22 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.request
 
 PROVIDER_LS = "bench-provider"
 REMOTE_CHASSIS = "bench-remote-chassis"
 BULK_PER_DATAPATH = 1000
 BULK_TUNNEL_KEY_BASE = 100000
+# Busy gateway (--busy): routers whose gateway port is bound to this chassis, each with
+# BUSY_FIPS_PER_ROUTER centralized FIPs and one tenant subnet of BUSY_VMS_PER_ROUTER VMs (bound to
+# the remote chassis, exposed here through the gateway with expose_tenant_networks). Tenant
+# subnets are 10.200.(4k).0/22 (the bulk is in 10.0-1.x.y; the lab uses 100.64.0.0/16).
+BUSY_FIPS_PER_ROUTER = 500
+BUSY_VMS_PER_ROUTER = 500
+BUSY_PER_ROUTER = BUSY_FIPS_PER_ROUTER + BUSY_VMS_PER_ROUTER
+BUSY_MAX_ROUTERS = 64
+BUSY_TUNNEL_KEY_BASE = 200000
+BUSY_PROVIDER = "bench-busy-provider"
 
 
 def log(msg):
@@ -365,6 +383,11 @@ def measured_ip(i):
     return f"198.18.{i // 250}.{i % 250 + 1}"
 
 
+def busy_fip(i):
+    # 198.19.0.0/16, the other half of the benchmarking range; 198.19.255.x are the gateways.
+    return f"198.19.{i // 250}.{i % 250 + 1}"
+
+
 def bulk_ip(i):
     return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
 
@@ -376,12 +399,16 @@ def mac_of(prefix, i):
 class Lab:
     def __init__(self, env, nb_path, sb_watch):
         self.env = env
+        self.env_dir = os.path.dirname(env["AGENT_CONF"])
         self.nb_path = nb_path
         self.w = sb_watch
         self.chassis_uuid = None
         self.remote_uuid = None
         self.ports = []  # measured ports: (name, ip, SB uuid)
         self.bulk = 0
+        self.busy_routers = 0
+        self.busy_ips = []  # every address the busy routers expose here (FIPs, tenant VMs)
+        self.busy_provider = None  # the JSON reference to the busy provider datapath
 
     def nb_transact(self, ops, what):
         nb = Ovsdb(self.nb_path, "OVN_Northbound")
@@ -521,6 +548,94 @@ class Lab:
             self.bulk += n
         log(f"bulk ports now {self.bulk} (+{time.time() - t0:.1f} s)")
 
+    def add_busy(self, target):
+        """Routers with a gateway bound here until this chassis exposes `target` more addresses.
+
+        Shapes as northd writes them for a Neutron router (see the gateway_tenant_fips replay
+        fixture): provider patch port `<id>` whose `nat_addresses` lists the gateway's centralized
+        FIPs resident on `cr-lrp-<id>`, router-side `lrp-<id>` and the chassisredirect
+        `cr-lrp-<id>` (bound to this chassis) on the router's datapath, and a tenant subnet
+        datapath joined to the router by a patch pair, holding the VMs.
+        """
+        t0 = time.time()
+        if self.busy_provider is None:
+            key = BUSY_TUNNEL_KEY_BASE
+            rows = self.select("Datapath_Binding", [["tunnel_key", "==", key]], ["_uuid"])
+            if rows:
+                raise RuntimeError("the SB already holds busy routers (re-run on a fresh lab)")
+            res = self.w.transact([
+                {"op": "insert", "table": "Datapath_Binding", "uuid-name": "pdp",
+                 "row": {"tunnel_key": key, "external_ids": omap({"name": BUSY_PROVIDER})}},
+                {"op": "insert", "table": "Port_Binding",
+                 "row": {"logical_port": f"provnet-{BUSY_PROVIDER}", "type": "localnet",
+                         "mac": set_of(["unknown"]), "tunnel_key": 1,
+                         "datapath": ["named-uuid", "pdp"],
+                         "options": omap({"network_name": "public"})}},
+            ], what="insert the busy provider network")
+            self.busy_provider = uuid_ref(res[0]["uuid"][1])
+        while self.busy_routers * BUSY_PER_ROUTER < target:
+            k = self.busy_routers
+            if k >= BUSY_MAX_ROUTERS:
+                raise ValueError(f"--busy: at most {BUSY_MAX_ROUTERS * BUSY_PER_ROUTER}")
+            self.w.transact(self.busy_router_ops(k), what=f"insert busy router {k}")
+            self.busy_routers += 1
+        log(f"busy exposures now {len(self.busy_ips)} on {self.busy_routers} routers "
+            f"(+{time.time() - t0:.1f} s)")
+
+    def busy_router_ops(self, k):
+        gw = f"bench-gw-{k:03d}"
+        sub = f"bench-subnet-{k:03d}"
+        gw_mac, sub_mac = mac_of(0xb2, k), mac_of(0xb3, k)
+        gw_ip = f"198.19.255.{k + 1}"
+        fips = [busy_fip(k * BUSY_FIPS_PER_ROUTER + j) for j in range(BUSY_FIPS_PER_ROUTER)]
+        vms = [f"10.200.{4 * k + j // 250}.{j % 250 + 1}" for j in range(BUSY_VMS_PER_ROUTER)]
+        router_dp, subnet_dp = ["named-uuid", "rdp"], ["named-uuid", "sdp"]
+        base = BUSY_TUNNEL_KEY_BASE + 1 + 2 * k
+
+        def pb(name, dp, key, row):
+            return {"op": "insert", "table": "Port_Binding",
+                    "row": {"logical_port": name, "datapath": dp, "tunnel_key": key, **row}}
+
+        ops = [
+            {"op": "insert", "table": "Datapath_Binding", "uuid-name": "rdp",
+             "row": {"tunnel_key": base, "external_ids": omap({"name": f"router-{gw}"})}},
+            {"op": "insert", "table": "Datapath_Binding", "uuid-name": "sdp",
+             "row": {"tunnel_key": base + 1, "external_ids": omap({"name": sub})}},
+            pb(gw, self.busy_provider, 2 + k, {
+                "type": "patch", "mac": set_of(["router"]),
+                "options": omap({"peer": f"lrp-{gw}"}),
+                "nat_addresses": set_of([
+                    f"{gw_mac} {gw_ip} {' '.join(fips)} is_chassis_resident(\"cr-lrp-{gw}\")"]),
+            }),
+            pb(f"lrp-{gw}", router_dp, 1, {
+                "type": "patch", "mac": set_of([f"{gw_mac} {gw_ip}/16"]),
+                "options": omap({"peer": gw, "chassis-redirect-port": f"cr-lrp-{gw}"}),
+            }),
+            pb(f"cr-lrp-{gw}", router_dp, 2, {
+                "type": "chassisredirect", "mac": set_of([f"{gw_mac} {gw_ip}/16"]),
+                "chassis": uuid_ref(self.chassis_uuid), "up": True,
+                "options": omap({"distributed-port": f"lrp-{gw}"}),
+            }),
+            pb(f"lrp-{sub}", router_dp, 3, {
+                "type": "patch", "mac": set_of([f"{sub_mac} 10.200.{4 * k + 3}.254/22"]),
+                "options": omap({"peer": sub}),
+            }),
+            pb(sub, subnet_dp, 1, {
+                "type": "patch", "mac": set_of(["router"]),
+                "options": omap({"peer": f"lrp-{sub}"}),
+            }),
+        ]
+        for j, ip in enumerate(vms):
+            ops.append(pb(f"{sub}-vm-{j:03d}", subnet_dp, 2 + j, {
+                "type": "", "mac": set_of([f"{mac_of(0xb4, k * 1000 + j)} {ip}"]),
+                "chassis": uuid_ref(self.remote_uuid), "up": True,
+                "external_ids": omap({"neutron:cidrs": f"{ip}/22",
+                                      "neutron:device_owner": "compute:nova",
+                                      "neutron:host_id": "bench-remote.example"}),
+            }))
+        self.busy_ips += fips + vms
+        return ops
+
     def bind_op(self, uuid, bound):
         row = ({"chassis": uuid_ref(self.chassis_uuid), "up": True} if bound
                else {"chassis": set_of([]), "up": False})
@@ -605,7 +720,8 @@ def wait_reconciled(agent, w, after, timeout=10):
 
 
 def measure(lab, w, agent, args, n_total):
-    res = {"bulk_ports": lab.bulk, "sb_port_bindings": n_total}
+    res = {"bulk_ports": lab.bulk, "sb_port_bindings": n_total,
+           "busy_exposures": len(lab.busy_ips), "busy_routers": lab.busy_routers}
     k = args.cold_start_ports
     cold = lab.ports[:k]
     events = lab.ports[k:k + args.events]
@@ -616,9 +732,10 @@ def measure(lab, w, agent, args, n_total):
         agent.stop()
         tables = clean_agent_kernel_state(lab.env["NS_CHASSIS"])
         w.dump_addresses()
-        want = {ip for _, ip, _ in cold}
+        want = {ip for _, ip, _ in cold} | set(lab.busy_ips)
         if want & w.present:
-            raise RuntimeError("cold-start addresses still present after removing bgp-nic")
+            raise RuntimeError("cold-start addresses still present after removing bgp-nic: "
+                               f"{sorted(want & w.present)[:5]}")
         t0 = agent.start()
         w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "cold start exposure")
         if not agent.alive():
@@ -643,6 +760,7 @@ def measure(lab, w, agent, args, n_total):
         ready = next((t for what, t in phases if what == "replica ready"), None)
         return {
             "local_ports": k,
+            "busy_exposures": len(lab.busy_ips),
             "exec_to_all_addresses_ms": round((t_all - t0) * 1000, 1),
             "exec_to_first_address_ms": round((t_first - t0) * 1000, 1),
             "exec_to_sb_replica_ready_ms": ready,
@@ -690,8 +808,10 @@ def measure(lab, w, agent, args, n_total):
 
     cpu0 = agent.cpu_seconds()
     t_cpu0 = time.time()
+    rec0 = metric_reconciles(lab.env)
     res["bind"] = one_by_one(events, True)
     cpu1 = agent.cpu_seconds()
+    res["bind"]["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
     res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
     res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)
     res["bind"]["wall_s"] = round(time.time() - t_cpu0, 1)
@@ -742,8 +862,87 @@ def measure(lab, w, agent, args, n_total):
     wait_idle(agent, w, quiet=0.5)
     res["rss_end"] = agent.memory()
     log(f"RSS: {res['rss_end']}")
+    if args.full_reconciles > 0:
+        res["full_reconcile"] = full_reconciles(lab, w, agent, args, cold)
+        log(f"full reconcile: {res['full_reconcile']}")
     res["netlink_overruns"] = w.overruns
     return res
+
+
+RECONCILE_METRIC = re.compile(
+    r'^\w*reconcile_duration_seconds_(sum|count)\{[^}]*trigger="([^"]*)"[^}]*\} (\S+)$', re.M)
+
+
+def metric_reconciles(env):
+    """{trigger: [count, total seconds]} of the agent's reconcile-duration histogram."""
+    url = f"http://{env['AGENT_METRICS']}/metrics"
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    out = {}
+    for kind, trigger, value in RECONCILE_METRIC.findall(text):
+        out.setdefault(trigger, [0, 0.0])[0 if kind == "count" else 1] = float(value)
+    return out
+
+
+def metrics_or_empty(env):
+    """metric_reconciles(), or {} while the agent's listener is not up yet."""
+    try:
+        return metric_reconciles(env)
+    except OSError:  # URLError is one: connection refused until the listener binds
+        return {}
+
+
+def reconcile_delta(before, after):
+    """{trigger: {count, mean_ms}} of the reconciles between two metric_reconciles()."""
+    out = {}
+    for trigger, (count, total) in after.items():
+        c0, t0 = before.get(trigger, (0, 0.0))
+        if count > c0:
+            out[trigger] = {"count": int(count - c0),
+                            "mean_ms": round((total - t0) * 1000 / (count - c0), 2)}
+    return out
+
+
+def full_reconciles(lab, w, agent, args, cold):
+    """Durations of the periodic full reconcile (`reconcile_interval`, nothing to change).
+
+    The agent is restarted with reconcile_interval = --full-interval, so its timer fires during
+    the measurement; each duration is the metric's sum delta over its count delta (polled often
+    enough to see them one by one)."""
+    conf = agent.conf
+    periodic = os.path.join(lab.env_dir, "bgp-agent-periodic.conf")
+    text = open(conf).read()
+    new, n = re.subn(r"(?m)^\[DEFAULT\]$",
+                     f"[DEFAULT]\nreconcile_interval = {args.full_interval}", text)
+    if n != 1:
+        raise RuntimeError(f"{conf}: no [DEFAULT] section")
+    with open(periodic, "w") as f:
+        f.write(new)
+    agent.stop()
+    agent.conf = periodic
+    try:
+        agent.start()
+        want = {ip for _, ip, _ in cold} | set(lab.busy_ips)
+        w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "restart exposure")
+        # The metrics listener comes up with the agent's first reconcile ("start").
+        w.wait(lambda: "start" in metrics_or_empty(lab.env) or not agent.alive(), args.timeout,
+               "the agent's first reconcile in its metrics")
+        if not agent.alive():
+            raise RuntimeError(f"agent exited; see {agent.log_path}")
+        last = metric_reconciles(lab.env).get("reconcile_interval", [0, 0.0])
+        durations = []
+        deadline = time.time() + args.timeout
+        while len(durations) < args.full_reconciles and time.time() < deadline:
+            w.pump(0.05)
+            cur = metric_reconciles(lab.env).get("reconcile_interval", [0, 0.0])
+            if cur[0] > last[0]:
+                durations.append((cur[1] - last[1]) / (cur[0] - last[0]))
+                last = cur
+        rss = agent.memory()
+    finally:
+        agent.stop()
+        agent.conf = conf
+    return {"interval_s": args.full_interval, "durations": summary(durations) if durations else None,
+            "durations_ms": [round(d * 1000, 1) for d in durations], "rss": rss}
 
 
 def machine_info():
@@ -777,11 +976,20 @@ def main():
     ap.add_argument("--gap", type=float, default=0.05,
                     help="agent log quiet time before each single event (s)")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--busy", default="",
+                    help="busy gateway: exposures on this chassis (FIPs + tenant VMs), comma "
+                         "separated, increasing; the bulk is loaded once, to the last of --sizes")
+    ap.add_argument("--full-reconciles", type=int, default=5,
+                    help="periodic full reconciles timed per run (0: skip)")
+    ap.add_argument("--full-interval", type=int, default=2,
+                    help="reconcile_interval (s) of the agent while timing full reconciles")
     ap.add_argument("--out", help="JSON results file")
-    ap.add_argument("--report", help="print the markdown table of an existing JSON results file")
+    ap.add_argument("--report", nargs="+",
+                    help="print the markdown table of existing JSON results files (their runs "
+                         "side by side)")
     args = ap.parse_args()
     if args.report:
-        print(markdown(json.load(open(args.report))))
+        print(markdown({"runs": [r for path in args.report for r in json.load(open(path))["runs"]]}))
         return
 
     env = read_env(args.lab_dir)
@@ -818,13 +1026,20 @@ def main():
         w.transact([lab.bind_op(u, True) for _, _, u in lab.ports[:args.cold_start_ports]],
                    what="bind the cold-start ports")
         base = len(lab.select("Port_Binding", [], ["_uuid"]))
-        for size in [int(s) for s in args.sizes.split(",")]:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        # Without --busy: one run per N. With it: the bulk loaded once, one run per busy size.
+        steps = [(size, 0) for size in sizes] if not args.busy else \
+            [(sizes[-1], int(b)) for b in args.busy.split(",")]
+        for size, busy in steps:
             lab.add_bulk(max(0, size - base))
+            if busy:
+                lab.add_busy(busy)
             # ovsdb-server may compact its file after a big load: let it settle.
             time.sleep(args.settle)
             total = len(lab.select("Port_Binding", [], ["_uuid"]))
             log(f"=== N = {total} Port_Binding rows in the SB ({lab.bulk} bulk on "
-                f"{REMOTE_CHASSIS}, {measured} measured) ===")
+                f"{REMOTE_CHASSIS}, {measured} measured, {len(lab.busy_ips)} busy exposures "
+                f"on {lab.busy_routers} routers here) ===")
             run = measure(lab, w, agent, args, total)
             run["loadavg"] = open("/proc/loadavg").read().split()[:3]
             results["runs"].append(run)
@@ -843,7 +1058,9 @@ def markdown(results):
     """The figures as a markdown table (docs/sb-bgp-benchmark.md)."""
     rows = [
         ("SB Port_Binding rows (N)", lambda r: f"{r['sb_port_bindings']}"),
-        ("cold start: exec to all K addresses (ms)",
+        ("exposures of the busy routers here (FIPs + tenant VMs)",
+         lambda r: f"{r['busy_exposures']} ({r['busy_routers']} routers)"),
+        ("cold start: exec to all K (+ busy) addresses (ms)",
          lambda r: f"{r['cold_start']['exec_to_all_addresses_ms']}"),
         ("cold start, repeated (ms)", lambda r: " / ".join(map(str, r["cold_start_repeats_ms"]))),
         ("cold start: exec to SB replica ready (ms)",
@@ -872,15 +1089,26 @@ def markdown(results):
          lambda r: f"{r['burst_pipelined_unbind']['send_to_last_address_ms']}"),
         ("agent CPU per bind event: own / child processes (ms)",
          lambda r: f"{r['bind']['agent_cpu_ms_per_event']} / {r['bind']['children_cpu_ms_per_event']}"),
+        ("reconcile per bind event (`change` trigger, metrics), mean (ms)",
+         lambda r: f"{r['bind']['reconciles_by_trigger']['change']['mean_ms']}"),
+        ("full reconcile (`reconcile_interval`, no change) p50 / max (ms)",
+         lambda r: f"{r['full_reconcile']['durations']['p50_ms']} / "
+                   f"{r['full_reconcile']['durations']['max_ms']}"),
         ("VmRSS after start / at end (MiB)",
          lambda r: f"{r['rss_after_start']['VmRSS']:.1f} / {r['rss_end']['VmRSS']:.1f}"),
         ("VmHWM at end (MiB)", lambda r: f"{r['rss_end']['VmHWM']:.1f}"),
+        ("VmRSS / VmHWM after the full reconciles (MiB)",
+         lambda r: f"{r['full_reconcile']['rss']['VmRSS']:.1f} / "
+                   f"{r['full_reconcile']['rss']['VmHWM']:.1f}"),
         ("load average (1/5/15 min) after the run", lambda r: " ".join(r["loadavg"])),
     ]
     runs = results["runs"]
-    out = ["| | " + " | ".join(f"N = {r['sb_port_bindings']}" for r in runs) + " |",
+    busy = any(r.get("busy_exposures") for r in runs)
+    head = [f"{r['busy_exposures']} here, N = {r['sb_port_bindings']}" if busy
+            else f"N = {r['sb_port_bindings']}" for r in runs]
+    out = ["| | " + " | ".join(head) + " |",
            "|---|" + "---|" * len(runs)]
-    for label, f in rows[1:]:
+    for label, f in rows[1:] if busy else rows[2:]:
         cells = []
         for r in runs:
             try:
