@@ -177,15 +177,23 @@ elif [ "$driver" = nb-ovn ]; then
     scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log" \
         "$VM_PROVIDER_IP4/32" "$GW_IP4/32" "$FIP_IP4/32"
     local_nbctl() { ovn-nbctl --db="unix:$LOCAL_NB_SOCK" "$@"; }
+    ofctl_flows() { ovs-ofctl dump-flows "unix:$OVS_RUNDIR/$1.mgmt" cookie=999/-1; }
+    # poll COMMAND...: up to 30 s until COMMAND succeeds (what follows the routes by a sync or two).
+    poll() { local _; for _ in $(seq 150); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
     step "the node-local cluster's NB: bgp-router and its ports (ovn-nbctl --db=unix:$LOCAL_NB_SOCK show)"
     local_nbctl show
     step "its Static_MAC_Bindings: one per exposed IP with a MAC, on bgp-router-openstack"
     # Written in the same sync as the addresses on bgp-nic, but the ToR may learn those first.
-    for _ in $(seq 100); do
-        local_nbctl static-mac-binding-list | grep -qF "$VM_PROVIDER_IP4" && break
-        sleep 0.2
-    done
+    has_vm_binding() { local_nbctl static-mac-binding-list | grep -qF "$VM_PROVIDER_IP4"; }
+    poll has_vm_binding || echo "(no binding of $VM_PROVIDER_IP4 after 30 s; see $LAB_DIR/agent.log)"
     local_nbctl static-mac-binding-list
+    # The ingress flow needs the patch port ovn-controller -n $LOCAL_OVN_CHASSIS creates once it
+    # claimed bgp-router-dcfabric; the agent re-reads the bridges every 5 s.
+    step "the flows (cookie 999): $FABRIC_BRIDGE's ingress into the local cluster, br-ex's egress to bgp-router"
+    has_ingress() { ofctl_flows "$FABRIC_BRIDGE" | grep -qF "nw_dst=$PUBLIC_CIDR4"; }
+    poll has_ingress || echo "(no ingress flow on $FABRIC_BRIDGE after 30 s; see refused in the status below)"
+    ofctl_flows "$FABRIC_BRIDGE"
+    ofctl_flows br-ex
 else
     scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
 fi
