@@ -7,6 +7,8 @@
 #   sudo scripts/demo.sh --driver nb          # the NB driver (nb_ovn_bgp_driver) instead of SB
 #   sudo scripts/demo.sh --driver evpn        # ovn_evpn_driver: the ToR learns EVPN type-5 routes
 #   sudo scripts/demo.sh --driver nb-vrf      # nb_ovn_bgp_driver with exposing_method = vrf (EVPN)
+#   sudo scripts/demo.sh --driver nb-ovn      # nb_ovn_bgp_driver with exposing_method = ovn: a
+#        node-local OVN cluster (scripts/lab/local-ovn.sh) whose bgp-router the agent wires
 #   sudo scripts/demo.sh --driver stretched   # ovn_stretched_l2_bgp_driver: routes, not addresses
 #        (both EVPN modes need real VRFs: on a kernel without the vrf module, this machine's, the
 #         demo runs inside the full-kernel VM of scripts/vm-tier, ~3 min under TCG, and stops there)
@@ -21,18 +23,18 @@ agent_bin=
 while [ $# -gt 0 ]; do
     case "$1" in
         --stop) stop=1 ;;
-        --driver) driver=${2:?--driver sb|nb|evpn|nb-vrf|stretched}; shift ;;
+        --driver) driver=${2:?--driver sb|nb|nb-ovn|evpn|nb-vrf|stretched}; shift ;;
         --ovn) export LAB_OVN=${2:?--ovn 23.03|25.03}; shift ;;
         --agent) agent_bin=${2:?--agent PATH}; shift ;;
-        *) echo "usage: $0 [--stop] [--driver sb|nb|evpn|nb-vrf|stretched] [--ovn 25.03] [--agent PATH]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--stop] [--driver sb|nb|nb-ovn|evpn|nb-vrf|stretched] [--ovn 25.03] [--agent PATH]" >&2; exit 2 ;;
     esac
     shift
 done
 evpn=0
 case "$driver" in
-    sb | nb | stretched) ;;
+    sb | nb | nb-ovn | stretched) ;;
     evpn | nb-vrf) evpn=1 ;;
-    *) echo "--driver: sb, nb, evpn, nb-vrf or stretched, not $driver" >&2; exit 2 ;;
+    *) echo "--driver: sb, nb, nb-ovn, evpn, nb-vrf or stretched, not $driver" >&2; exit 2 ;;
 esac
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -87,7 +89,7 @@ scripts/lab/up.sh
 source "$LAB_DIR/lab.env"
 
 configs=(--config-file "$AGENT_CONF")
-if [ "$driver" = nb ]; then
+if [ "$driver" = nb ] || [ "$driver" = nb-ovn ]; then
     # The NB driver on the same lab; its floating IP is centralized, as NB_Global says.
     printf '[DEFAULT]\ndriver = nb_ovn_bgp_driver\n' >"$LAB_DIR/demo-nb.conf"
     configs+=(--config-file "$LAB_DIR/demo-nb.conf")
@@ -120,6 +122,26 @@ case "$driver" in
         nbctl set Logical_Switch "neutron-$NET_PUBLIC_ID" 'external_ids:"neutron_bgpvpn:type"=l3' \
             "external_ids:\"neutron_bgpvpn:vni\"=$vni" "external_ids:\"neutron_bgpvpn:rt\"=\"['64999:$vni']\""
         ;;
+    nb-ovn)
+        # The node-local OVN cluster (NB, SB, northd, br-fab, ovn-controller -n bgp on the lab's
+        # OVS) as docs/exposing-method-ovn.md describes; the agent wires its bgp-router there.
+        step "the node-local OVN cluster (scripts/lab/local-ovn.sh)"
+        scripts/lab/local-ovn.sh
+        # shellcheck disable=SC1091
+        source "$LAB_DIR/lab.env"
+        cat >"$LAB_DIR/demo-nb-ovn.conf" <<CONF
+[DEFAULT]
+exposing_method = ovn
+
+[local_ovn_cluster]
+ovn_nb_connection = unix:$LOCAL_NB_SOCK
+peer_ips = $FABRIC_PEER_IP4
+provider_networks_pool_prefixes = $PUBLIC_CIDR4
+external_nics = $FABRIC_NIC
+bgp_chassis_id = $LOCAL_OVN_CHASSIS
+CONF
+        configs+=(--config-file "$LAB_DIR/demo-nb-ovn.conf")
+        ;;
     stretched)
         # Routes, not addresses, in bgp-vrf's table: the gateway network on-link and each router
         # subnet via the gateway, for every gateway of the cloud; FRR redistributes kernel routes.
@@ -150,6 +172,28 @@ elif [ "$driver" = stretched ]; then
     scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log" "${expected[@]}"
     step "the chassis' table 10: the gateway network on-link, the tenant subnet via the gateway"
     ip -n "$NS_CHASSIS" route show table 10
+elif [ "$driver" = nb-ovn ]; then
+    # This method exposes no tenant IPs: the lab's tenant VM is reported as skipped.
+    scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log" \
+        "$VM_PROVIDER_IP4/32" "$GW_IP4/32" "$FIP_IP4/32"
+    local_nbctl() { ovn-nbctl --db="unix:$LOCAL_NB_SOCK" "$@"; }
+    ofctl_flows() { ovs-ofctl dump-flows "unix:$OVS_RUNDIR/$1.mgmt" cookie=999/-1; }
+    # poll COMMAND...: up to 30 s until COMMAND succeeds (what follows the routes by a sync or two).
+    poll() { local _; for _ in $(seq 150); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
+    step "the node-local cluster's NB: bgp-router and its ports (ovn-nbctl --db=unix:$LOCAL_NB_SOCK show)"
+    local_nbctl show
+    step "its Static_MAC_Bindings: one per exposed IP with a MAC, on bgp-router-openstack"
+    # Written in the same sync as the addresses on bgp-nic, but the ToR may learn those first.
+    has_vm_binding() { local_nbctl static-mac-binding-list | grep -qF "$VM_PROVIDER_IP4"; }
+    poll has_vm_binding || echo "(no binding of $VM_PROVIDER_IP4 after 30 s; see $LAB_DIR/agent.log)"
+    local_nbctl static-mac-binding-list
+    # The ingress flow needs the patch port ovn-controller -n $LOCAL_OVN_CHASSIS creates once it
+    # claimed bgp-router-dcfabric; the agent re-reads the bridges every 5 s.
+    step "the flows (cookie 999): $FABRIC_BRIDGE's ingress into the local cluster, br-ex's egress to bgp-router"
+    has_ingress() { ofctl_flows "$FABRIC_BRIDGE" | grep -qF "nw_dst=$PUBLIC_CIDR4"; }
+    poll has_ingress || echo "(no ingress flow on $FABRIC_BRIDGE after 30 s; see refused in the status below)"
+    ofctl_flows "$FABRIC_BRIDGE"
+    ofctl_flows br-ex
 else
     scripts/lab/wait-routes.sh "$LAB_DIR/agent.pid" "$LAB_DIR/agent.log"
 fi

@@ -3,7 +3,9 @@
 //! node-local cluster (standalone, or a 3-member RAFT cluster on 127.0.0.1 for the leader
 //! change). The local cluster's fabric side is a bridge `br-fab` with an address, a NIC port
 //! (`eth-fab`, in `external_nics`) and the patch port the local cluster's ovn-controller would
-//! create (`patch-dcfabric-…`, paired with a bridge standing in for its integration bridge).
+//! create (`patch-dcfabric-…`, paired with a bridge standing in for its integration bridge);
+//! the last test runs the whole local cluster, ovn-controller included, as
+//! `scripts/lab/local-ovn.sh` (the demo's) brings it up.
 //!
 //! Checked: the rows of acceptance row H1 after each exposure and withdrawal, the egress and
 //! ingress flows, the static FDB entry, the ToR learning the exposed IPs, rows deleted by hand
@@ -678,71 +680,10 @@ fn the_ovn_method_follows_a_leader_change_of_the_local_cluster() {
     eprintln!("nb_ovn_e2e: after the leader change, rows repaired in {repaired:?}");
 }
 
-/// A second `ovn-controller` on the lab's OVS, for the local cluster: OVN 23.03's
-/// `ovn-controller -n <chassis>` reads the chassis-suffixed keys (`ovn-remote-<chassis>`,
-/// `ovn-bridge-<chassis>`, `ovn-bridge-mappings-<chassis>`, …) of the same Open_vSwitch row
-/// (ovn-controller(8), "highly experimental"). Killed when dropped.
-struct ClusterController {
-    child: std::process::Child,
-    dir: ovsdb_support::TempDir,
-}
-
-impl ClusterController {
-    fn start(lab: &Lab, sb: &OvsdbServer) -> ClusterController {
-        let dir = ovsdb_support::TempDir::new("bgp-controller");
-        let datapath = lab
-            .vsctl(&["get", "Bridge", "br-ex", "datapath_type"])
-            .trim()
-            .to_owned();
-        lab.vsctl(&[
-            "set",
-            "Open_vSwitch",
-            ".",
-            &format!("external_ids:ovn-remote-bgp=\"{}\"", sb.unix_remote()),
-            &format!("external_ids:ovn-bridge-bgp={CLUSTER_INT_BRIDGE}"),
-            &format!("external_ids:ovn-bridge-datapath-type-bgp={datapath}"),
-            "external_ids:ovn-encap-type-bgp=geneve",
-            "external_ids:ovn-encap-ip-bgp=127.0.0.1",
-        ]);
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                lab.ns_chassis(),
-                "ovn-controller",
-                "-n",
-                "bgp",
-            ])
-            .arg(format!("unix:{}", lab.env("OVS_SOCK")))
-            .arg("--no-chdir")
-            .arg(format!("--pidfile={}", dir.path().join("c.pid").display()))
-            .arg(format!("--log-file={}", dir.path().join("c.log").display()))
-            .arg("-vconsole:off")
-            .env("OVS_RUNDIR", lab.env("OVS_RUNDIR"))
-            .env("OVN_RUNDIR", dir.path())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn the local cluster's ovn-controller");
-        ClusterController { child, dir }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("c.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for ClusterController {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sbctl(sb: &OvsdbServer, args: &[&str]) -> String {
+/// `ovn-sbctl --db=<the local SB> ARGS…`.
+fn local_sbctl(lab: &Lab, args: &[&str]) -> String {
     let out = Command::new("ovn-sbctl")
-        .arg(format!("--db={}", sb.unix_remote()))
+        .arg(format!("--db=unix:{}", lab.env("LOCAL_SB_SOCK")))
         .arg("--timeout=10")
         .args(args)
         .output()
@@ -750,55 +691,30 @@ fn sbctl(sb: &OvsdbServer, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The whole local cluster as `scripts/lab/local-ovn.sh` (the demo's, `demo.sh --driver
+/// nb-ovn`) brings it up: its NB, SB and northd, br-fab with the NIC and its address, and a
+/// second `ovn-controller` on the lab's OVS. OVN 23.03's `ovn-controller -n <chassis>` reads
+/// the chassis-suffixed keys (`ovn-remote-<chassis>`, `ovn-bridge-<chassis>`,
+/// `ovn-bridge-mappings-<chassis>`, …) of the same Open_vSwitch row (ovn-controller(8),
+/// "highly experimental"); the patch ports are its to create.
 #[test]
 fn a_second_ovn_controller_on_the_same_ovs_runs_the_local_cluster() {
     require_root();
-    let lab = Lab::start();
-    let nb = OvsdbServer::standalone(NB_SCHEMA, "local-nb2");
-    let sb = OvsdbServer::standalone(ovsdb_support::SB_SCHEMA, "local-sb2");
-    let _northd = ovsdb_support::Northd::start(&nb, &sb);
-    let remote = nb.unix_remote();
-    // The fabric bridge and its NIC only: the patch port is the controller's to create.
-    let datapath = lab
-        .vsctl(&["get", "Bridge", "br-ex", "datapath_type"])
-        .trim()
-        .to_owned();
-    lab.vsctl(&[
-        "--may-exist",
-        "add-br",
-        FABRIC_BRIDGE,
-        "--",
-        "set",
-        "Bridge",
-        FABRIC_BRIDGE,
-        &format!("datapath_type={datapath}"),
-        "--",
-        "--may-exist",
-        "add-port",
-        FABRIC_BRIDGE,
-        FABRIC_NIC,
-        "--",
-        "set",
-        "Interface",
-        FABRIC_NIC,
-        "type=internal",
-        "--",
-        "set",
-        "Open_vSwitch",
-        ".",
-        &format!("external_ids:ovn-bridge-mappings-bgp=\"dcfabric:{FABRIC_BRIDGE},local:br-ex\""),
-    ]);
-    wait_for("br-fab in the chassis", CONVERGENCE_TIMEOUT, || {
-        let links = lab.ip_chassis(&["link", "show"]);
-        if links.contains(&format!(" {FABRIC_BRIDGE}:")) {
-            Ok(())
-        } else {
-            Err(links)
-        }
-    });
-    lab.ip_chassis(&["link", "set", FABRIC_BRIDGE, "up"]);
-    lab.ip_chassis(&["addr", "replace", FABRIC_ADDRESS, "dev", FABRIC_BRIDGE]);
-    let controller = ClusterController::start(&lab, &sb);
+    let mut lab = Lab::start();
+    lab.start_local_ovn(&[]);
+    // The script's names are the ones this test's agent configuration and checks use.
+    for (key, expected) in [
+        ("FABRIC_BRIDGE", FABRIC_BRIDGE),
+        ("FABRIC_NIC", FABRIC_NIC),
+        ("FABRIC_CIDR4", FABRIC_ADDRESS),
+        ("FABRIC_PEER_IP4", PEER),
+        ("LOCAL_OVN_CHASSIS", "bgp"),
+    ] {
+        assert_eq!(lab.env(key), expected, "lab.env {key} from local-ovn.sh");
+    }
+    let remote = format!("unix:{}", lab.env("LOCAL_NB_SOCK"));
+    let controller_log =
+        || std::fs::read_to_string(lab.dir().join("local-ovn/controller.log")).unwrap_or_default();
     let mut agent = Agent::start(lab.dir(), &overrides(&remote));
     let vm = lab.env("VM_PROVIDER_IP4").to_owned();
     wait_tor(&lab, "the provider VM at the ToR", |p| {
@@ -811,11 +727,11 @@ fn a_second_ovn_controller_on_the_same_ovs_runs_the_local_cluster() {
     wait_output(
         "chassis bgp in the local SB",
         CONVERGENCE_TIMEOUT,
-        || sbctl(&sb, &["--bare", "--columns=name", "list", "Chassis"]),
+        || local_sbctl(&lab, &["--bare", "--columns=name", "list", "Chassis"]),
         |out| out.lines().any(|l| l.trim() == "bgp"),
     );
-    let bgp_chassis = sbctl(
-        &sb,
+    let bgp_chassis = local_sbctl(
+        &lab,
         &["--bare", "--columns=_uuid", "find", "Chassis", "name=bgp"],
     );
     for port in ["cr-bgp-router-openstack", "cr-bgp-router-dcfabric"] {
@@ -823,8 +739,8 @@ fn a_second_ovn_controller_on_the_same_ovs_runs_the_local_cluster() {
             &format!("{port} bound to chassis bgp"),
             CONVERGENCE_TIMEOUT,
             || {
-                sbctl(
-                    &sb,
+                local_sbctl(
+                    &lab,
                     &[
                         "--bare",
                         "--columns=chassis",
@@ -865,7 +781,7 @@ fn a_second_ovn_controller_on_the_same_ovs_runs_the_local_cluster() {
                 .lines()
                 .any(|p| p.starts_with("patch-local-localnet-")),
         "{ex_ports}\n{}",
-        controller.log()
+        controller_log()
     );
     wait_tor(&lab, "the provider VM still at the ToR", |p| {
         has(p, &format!("{vm}/32"))

@@ -26,7 +26,8 @@ section "chassis ($NS_CHASSIS): bgp-nic / bgp-vrf"
 ip -n "$NS_CHASSIS" -d addr show dev bgp-nic 2>/dev/null || echo "bgp-nic does not exist (the agent creates it)"
 ip -n "$NS_CHASSIS" -br link show dev bgp-vrf 2>/dev/null || echo "bgp-vrf does not exist (the agent creates it)"
 section "daemons"
-for f in "$LAB_DIR"/ovn/*.pid "$LAB_DIR"/ovs/*.pid "$LAB_DIR"/ovs2/*.pid "$LAB_DIR"/frr/*/run/*.pid; do
+for f in "$LAB_DIR"/ovn/*.pid "$LAB_DIR"/ovs/*.pid "$LAB_DIR"/ovs2/*.pid "$LAB_DIR"/local-ovn/*.pid \
+    "$LAB_DIR"/frr/*/run/*.pid; do
     [[ -e $f ]] || continue
     if pid_alive "$f"; then state="running (pid $(<"$f"))"; else state="NOT running"; fi
     printf '  %-40s %s\n' "${f#"$LAB_DIR"/}" "$state"

@@ -154,6 +154,15 @@ impl Lab {
         run_ok(self.script("restart.sh").args(args))
     }
 
+    /// `scripts/lab/local-ovn.sh ARGS…` (the node-local OVN cluster of `exposing_method = ovn`:
+    /// its NB, SB, northd, br-fab and `ovn-controller -n bgp` on this lab's OVS), which must
+    /// succeed; then reads the keys it added to `lab.env` (`LOCAL_NB_SOCK`, `FABRIC_NIC`, …).
+    pub(crate) fn start_local_ovn(&mut self, args: &[&str]) -> String {
+        let out = run_ok(self.script("local-ovn.sh").args(args));
+        self.env = parse_lab_env(&self.dir.join("lab.env"));
+        out
+    }
+
     /// How long `up.sh` took.
     pub(crate) fn up_duration(&self) -> Duration {
         self.up_duration
