@@ -1681,19 +1681,22 @@ mod nb_vrf_agent {
         // into a netns of its own with the VM's MAC and address, its default route via the
         // subnet gateway that the agent put on the VRF side of the veth.
         let vm_ns = VmNetns::plug(&lab, &tap_name(lab.env("VM_PROVIDER_PORT_ID")), &vm);
+        // The moved port, its OVN binding and the agent's background OVS part take a moment
+        // to settle after the move: the pings are retried until one gets a reply.
         let ping = |ns: &str, args: &[&str]| {
-            let out = Command::new("ip")
-                .args(["netns", "exec", ns, "busybox", "ping", "-c", "3", "-w"])
-                .arg(scaled(1).as_secs().to_string())
-                .args(args)
-                .output()
-                .expect("run busybox ping");
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            assert!(
-                out.status.success() && !text.contains(" 0 packets received"),
-                "ping {args:?} from {ns} got no reply:\n{text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            wait_for(&format!("ping {args:?} from {ns}"), scaled(10), || {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", ns, "busybox", "ping", "-c", "2", "-w", "2"])
+                    .args(args)
+                    .output()
+                    .expect("run busybox ping");
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                if out.status.success() && !text.contains(" 0 packets received") {
+                    Ok(())
+                } else {
+                    Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+                }
+            })
         };
         ping(lab.ns_tor(), &["-I", &format!("vrf-{VNI}"), &vm]);
         ping(&vm_ns.name, &[TOR_HOST]);
