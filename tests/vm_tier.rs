@@ -1111,13 +1111,14 @@ mod evpn_agent {
         }
     }
 
-    pub(crate) fn run_inside_the_vm() {
+    /// The in-VM EVPN lab (`LAB_KERNEL=full LAB_EVPN=1`, timeouts scaled to the VM), for the
+    /// EVPN tests of both drivers.
+    pub(crate) fn start_evpn_lab(started: Instant) -> Lab {
         assert_eq!(
             std::env::var("OVN_BGP_AGENT_TEST_KERNEL").as_deref(),
             Ok("full"),
             "payloads/cargo-tests.sh must set OVN_BGP_AGENT_TEST_KERNEL=full"
         );
-        let started = *STARTED.get_or_init(Instant::now);
         let lab_timeout = scaled(15).as_secs().to_string();
         let lab = Lab::start_with_env(&[
             ("LAB_KERNEL", "full"),
@@ -1128,6 +1129,12 @@ mod evpn_agent {
             "lab up (LAB_KERNEL=full LAB_EVPN=1) in {:?}",
             started.elapsed()
         );
+        lab
+    }
+
+    pub(crate) fn run_inside_the_vm() {
+        let started = *STARTED.get_or_init(Instant::now);
+        let lab = start_evpn_lab(started);
         let chassis_ip = lab.env("CHASSIS_IP4").to_owned();
         let vtep = lab.env("CHASSIS_VTEP_IP4").to_owned();
         let tor_vtep = lab.env("TOR_VTEP_IP4").to_owned();
@@ -1435,8 +1442,8 @@ fn nb_vrf_agent_end_to_end_on_the_real_kernel() {
 /// The in-VM half of [`nb_vrf_agent_end_to_end_on_the_real_kernel`].
 mod nb_vrf_agent {
     use crate::agent_fixture::Agent;
-    use crate::evpn_agent::{tx_packets, wait_type5};
-    use crate::lab_fixture::{Lab, wait_for};
+    use crate::evpn_agent::{start_evpn_lab, tx_packets, wait_type5};
+    use crate::lab_fixture::wait_for;
     use crate::production_path::{
         restart_chassis_frr, scaled, settled_updates_received_from_chassis, time_scale,
         wait_agent_ready_and_applied, wait_ip,
@@ -1475,22 +1482,8 @@ mod nb_vrf_agent {
     }
 
     pub(crate) fn run_inside_the_vm() {
-        assert_eq!(
-            std::env::var("OVN_BGP_AGENT_TEST_KERNEL").as_deref(),
-            Ok("full"),
-            "payloads/cargo-tests.sh must set OVN_BGP_AGENT_TEST_KERNEL=full"
-        );
         let started = *STARTED.get_or_init(Instant::now);
-        let lab_timeout = scaled(15).as_secs().to_string();
-        let lab = Lab::start_with_env(&[
-            ("LAB_KERNEL", "full"),
-            ("LAB_EVPN", "1"),
-            ("LAB_TIMEOUT", &lab_timeout),
-        ]);
-        println!(
-            "lab up (LAB_KERNEL=full LAB_EVPN=1) in {:?}",
-            started.elapsed()
-        );
+        let lab = start_evpn_lab(started);
         let vtep = lab.env("CHASSIS_VTEP_IP4").to_owned();
         lab.tor_add_evpn_vrf(VNI, &["--rt", RT, "--address", &format!("{TOR_HOST}/32")]);
 
