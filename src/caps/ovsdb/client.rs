@@ -334,7 +334,7 @@ struct Shared {
 /// Handle to a monitored database. Dropping the last handle stops the client task.
 pub struct OvsdbClient {
     shared: Arc<Shared>,
-    commands: mpsc::UnboundedSender<Command>,
+    commands: mpsc::Sender<Command>,
     events: Mutex<Option<mpsc::UnboundedReceiver<ChangeBatch>>>,
     task: JoinHandle<()>,
     table_ids: HashMap<String, usize>,
@@ -354,7 +354,7 @@ impl OvsdbClient {
     /// timeout to bound the wait).
     pub async fn connect(config: ClientConfig, spec: MonitorSpec) -> Result<Self, OvsdbError> {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (cmd_tx, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         let (ready_tx, mut ready_rx) = watch::channel(None::<Result<(), String>>);
         let shared = Arc::new(Shared {
             replica: RwLock::new(Replica::new(Vec::new())),
@@ -451,6 +451,7 @@ impl OvsdbClient {
         let (reply, rx) = oneshot::channel();
         self.commands
             .send(Command::Transact { ops, reply })
+            .await
             .map_err(|_| OvsdbError::Shutdown)?;
         rx.await.map_err(|_| OvsdbError::Shutdown)?
     }
@@ -473,6 +474,7 @@ impl OvsdbClient {
                 condition,
                 reply,
             })
+            .await
             .map_err(|_| OvsdbError::Shutdown)?;
         rx.await.map_err(|_| OvsdbError::Shutdown)?
     }
@@ -486,6 +488,7 @@ impl OvsdbClient {
                 params,
                 reply,
             })
+            .await
             .map_err(|_| OvsdbError::Shutdown)?;
         rx.await.map_err(|_| OvsdbError::Shutdown)?
     }
@@ -515,7 +518,7 @@ struct Worker {
     conditions: Vec<MonitorCondition>,
     shared: Arc<Shared>,
     events: super::events::EventQueue,
-    commands: mpsc::UnboundedReceiver<Command>,
+    commands: mpsc::Receiver<Command>,
     ready: watch::Sender<Option<Result<(), String>>>,
     fatal: Option<oneshot::Sender<OvsdbError>>,
     metas: Option<Vec<Arc<TableMeta>>>,
@@ -543,6 +546,11 @@ struct Session {
 }
 
 const SERVER_MONITOR_ID: &str = "_Server";
+/// Requests (transactions, condition changes, calls) queued for the connection task. Each
+/// caller waits for its own answer, so this bounds the callers in flight, not the data: a
+/// server that stops answering makes callers wait here (and time out) instead of growing a
+/// queue without end.
+const COMMAND_QUEUE: usize = 256;
 
 fn server_database_meta() -> Arc<TableMeta> {
     let scalar = |key| ColumnType {
