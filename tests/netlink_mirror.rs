@@ -228,7 +228,7 @@ async fn a_route_deleted_by_hand_is_seen_through_the_monitor_within_a_second() {
     let mut status = m.status();
     let before = status.borrow_and_update().removals;
     ns.ip(&["route", "del", "10.9.0.0/24", "table", "200"]);
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     tokio::time::timeout(
         Duration::from_secs(1),
         status.wait_for(|s| s.removals > before),
