@@ -13,6 +13,7 @@ pub mod conn;
 mod error;
 pub(crate) mod kinds;
 pub(crate) mod links;
+pub mod mirror;
 pub(crate) mod neighbours;
 pub mod netns;
 pub(crate) mod reconciler;

@@ -1,0 +1,945 @@
+//! A mirror of the kernel's links, addresses, routes (every table), rules, neighbours and proxy
+//! neighbours, kept current by the kernel's own change notifications instead of dumps: one full
+//! dump, then the rtnetlink multicast groups, the way routing daemons keep their view (holo's
+//! interface manager, FRR's zebra).
+//!
+//! Ordering, the whole argument for correctness:
+//! - The monitor socket joins the groups before anything is dumped, and one task reads it and
+//!   owns the state, so events are applied in the kernel's order.
+//! - A (re)sync buffers every event read while the dump runs (on a second socket), builds a
+//!   fresh mirror from the dump, replays the buffered events on top and swaps it in. Every
+//!   event is "this key now has this value" or "this key is gone", so replaying events the
+//!   dump already reflects is harmless, and a key changed during the dump ends with its last
+//!   event: nothing is lost or counted twice.
+//! - An overflow (`ENOBUFS`: the kernel dropped notifications) or a change the kernel does not
+//!   report (a link going down or away flushes its IPv4 routes silently) starts a resync.
+//! - [`KernelMirror::barrier`] sends a request on the monitor socket itself: its answer is
+//!   queued behind every notification of what the kernel did before, so once the task reads it
+//!   the mirror includes the caller's own acknowledged changes (the "apply, then re-read"
+//!   sequencing a reconciler reading from the mirror needs).
+//!
+//! Not mirrored, because the kernel changes them without notifications: proxy neighbours
+//! (users re-read them: they are few) and the kernel's own `NOARP`/`INCOMPLETE` neighbour
+//! entries (never the agent's). Next-hop liveness flags of IPv4 routes (`linkdown`) also change
+//! silently with the carrier.
+
+// Unsafe code allowed in this file only: setsockopt on the monitor socket.
+#![allow(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rtnetlink::packet_core::{
+    NLM_F_ACK, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkBuffer, NetlinkMessage, NetlinkPayload,
+};
+use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use rtnetlink::packet_route::neighbour::{NeighbourAttribute, NeighbourFlags, NeighbourState};
+use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
+use rtnetlink::sys::protocols::NETLINK_ROUTE;
+use rtnetlink::sys::{Socket, SocketAddr};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
+
+use super::conn::{NetlinkConn, REQUEST_TIMEOUT};
+use super::netns::{NetnsTarget, NetnsWorker};
+use super::{NetlinkError, addresses, links, neighbours, rules};
+
+/// The rtnetlink groups the mirror follows.
+const GROUPS: [libc::c_uint; 8] = [
+    libc::RTNLGRP_LINK,
+    libc::RTNLGRP_IPV4_IFADDR,
+    libc::RTNLGRP_IPV6_IFADDR,
+    libc::RTNLGRP_IPV4_ROUTE,
+    libc::RTNLGRP_IPV6_ROUTE,
+    libc::RTNLGRP_IPV4_RULE,
+    libc::RTNLGRP_IPV6_RULE,
+    libc::RTNLGRP_NEIGH,
+];
+
+/// Receive buffer of the monitor socket: a burst of 100k route changes fits.
+const MONITOR_RCVBUF: libc::c_int = 32 << 20;
+/// Wait before retrying a failed dump.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// The identity of one kernel object: two messages with the same key describe the same object
+/// (the later one replaces the earlier). Addresses are kept as text: the key is only compared.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjectKey {
+    Link(u32),
+    Address {
+        family: u8,
+        index: u32,
+        prefix_len: u8,
+        local: String,
+    },
+    /// What the kernel keeps unique within a table: IPv4 (dst, tos, priority), IPv6 (dst,
+    /// src, metric, and the next hop: IPv6 keeps a route per device under one prefix and
+    /// metric, fe80::/64 on every link). IPv4 routes added with `NLM_F_APPEND` under one key
+    /// are not told apart.
+    Route {
+        family: u8,
+        table: u32,
+        dst_len: u8,
+        dst: String,
+        src_len: u8,
+        src: String,
+        tos: u8,
+        priority: u32,
+        /// IPv6 only: `oif` and gateway (0 and empty for IPv4).
+        oif: u32,
+        gateway: String,
+    },
+    /// Rules have no identity but their whole content (the kernel refuses exact duplicates).
+    Rule(String),
+    Neighbour {
+        family: u8,
+        index: u32,
+        proxy: bool,
+        dst: String,
+    },
+}
+
+impl ObjectKey {
+    /// The key of a route message's object, or `None` for another message.
+    fn of(message: &RouteNetlinkMessage) -> Option<ObjectKey> {
+        use RouteNetlinkMessage as M;
+        match message {
+            M::NewLink(m) | M::DelLink(m) => {
+                // The bridge's per-port messages (AF_BRIDGE) describe the same ifindex as the
+                // link itself: not a link of their own.
+                (m.header.interface_family != AddressFamily::Bridge)
+                    .then_some(ObjectKey::Link(m.header.index))
+            }
+            M::NewAddress(m) | M::DelAddress(m) => {
+                let mut local = String::new();
+                let mut address = String::new();
+                for a in &m.attributes {
+                    match a {
+                        AddressAttribute::Local(ip) => local = ip.to_string(),
+                        AddressAttribute::Address(ip) => address = ip.to_string(),
+                        _ => {}
+                    }
+                }
+                // IPv6 has no IFA_LOCAL: IFA_ADDRESS is the address.
+                if local.is_empty() {
+                    local = address;
+                }
+                Some(ObjectKey::Address {
+                    family: u8::from(m.header.family),
+                    index: m.header.index,
+                    prefix_len: m.header.prefix_len,
+                    local,
+                })
+            }
+            M::NewRoute(m) | M::DelRoute(m) => Some(route_key(m)),
+            M::NewRule(m) | M::DelRule(m) => {
+                Some(ObjectKey::Rule(format!("{:?}{:?}", m.header, m.attributes)))
+            }
+            M::NewNeighbour(m) | M::DelNeighbour(m) => {
+                // Bridge forwarding entries (AF_BRIDGE) are not neighbours of the reconciler;
+                // proxy entries change without any notification (seen on 6.18): not mirrored.
+                if !matches!(m.header.family, AddressFamily::Inet | AddressFamily::Inet6)
+                    || m.header.flags.contains(NeighbourFlags::Proxy)
+                {
+                    return None;
+                }
+                let dst = m
+                    .attributes
+                    .iter()
+                    .find_map(|a| match a {
+                        NeighbourAttribute::Destination(d) => Some(format!("{d:?}")),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                Some(ObjectKey::Neighbour {
+                    family: u8::from(m.header.family),
+                    index: m.header.ifindex,
+                    proxy: m.header.flags.contains(NeighbourFlags::Proxy),
+                    dst,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The first key of `table`'s routes of `family`, for range reads.
+    fn first_route_of(family: AddressFamily, table: u32) -> ObjectKey {
+        ObjectKey::Route {
+            family: u8::from(family),
+            table,
+            dst_len: 0,
+            dst: String::new(),
+            src_len: 0,
+            src: String::new(),
+            tos: 0,
+            priority: 0,
+            oif: 0,
+            gateway: String::new(),
+        }
+    }
+
+    /// The same key without its IPv6 next hop: the routes a replace may have replaced.
+    fn without_next_hop(&self) -> Option<(u8, u32, u8, &str, u8, &str, u32)> {
+        match self {
+            ObjectKey::Route {
+                family,
+                table,
+                dst_len,
+                dst,
+                src_len,
+                src,
+                priority,
+                ..
+            } => Some((*family, *table, *dst_len, dst, *src_len, src, *priority)),
+            _ => None,
+        }
+    }
+}
+
+fn route_table(m: &RouteMessage) -> u32 {
+    m.attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Table(t) => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(u32::from(m.header.table))
+}
+
+fn route_key(m: &RouteMessage) -> ObjectKey {
+    let mut dst = String::new();
+    let mut src = String::new();
+    let mut priority = 0;
+    let mut oif = 0;
+    let mut gateway = String::new();
+    let v6 = m.header.address_family == AddressFamily::Inet6;
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Destination(d) => dst = format!("{d:?}"),
+            RouteAttribute::Source(s) => src = format!("{s:?}"),
+            RouteAttribute::Priority(p) => priority = *p,
+            RouteAttribute::Oif(i) if v6 => oif = *i,
+            RouteAttribute::Gateway(g) if v6 => gateway = format!("{g:?}"),
+            _ => {}
+        }
+    }
+    ObjectKey::Route {
+        family: u8::from(m.header.address_family),
+        table: route_table(m),
+        dst_len: m.header.destination_prefix_length,
+        dst,
+        src_len: m.header.source_prefix_length,
+        src,
+        tos: m.header.tos,
+        priority,
+        oif,
+        gateway,
+    }
+}
+
+fn is_delete(message: &RouteNetlinkMessage) -> bool {
+    use RouteNetlinkMessage as M;
+    matches!(
+        message,
+        M::DelLink(_) | M::DelAddress(_) | M::DelRoute(_) | M::DelRule(_) | M::DelNeighbour(_)
+    )
+}
+
+/// A neighbour entry the kernel creates without a notification: multicast and broadcast
+/// entries (`NOARP`) and resolutions in progress (`INCOMPLETE`, notified once they resolve or
+/// fail). Never the agent's (its entries are permanent): left out of the mirror, and an entry
+/// turning into one of these leaves it.
+fn unnotified_neighbour(message: &RouteNetlinkMessage) -> bool {
+    matches!(message, RouteNetlinkMessage::NewNeighbour(m)
+        if matches!(m.header.state, NeighbourState::Noarp | NeighbourState::Incomplete))
+}
+
+fn is_up(m: &LinkMessage) -> bool {
+    m.header.flags.contains(LinkFlags::Up)
+}
+
+/// The content of a message that an event and a dump of the same object agree on: counters,
+/// timers and cache ages (statistics, bridge timers, `*_CACHEINFO`) change without any event
+/// and are left out. Used to compare the mirror with a fresh dump.
+pub fn comparable(message: &RouteNetlinkMessage) -> Option<String> {
+    use RouteNetlinkMessage as M;
+    let mut out = String::new();
+    match message {
+        M::NewLink(m) => {
+            let _ = write!(out, "{} {:?}", m.header.index, m.header.flags);
+            for a in &m.attributes {
+                match a {
+                    LinkAttribute::IfName(_)
+                    | LinkAttribute::Address(_)
+                    | LinkAttribute::Controller(_)
+                    | LinkAttribute::Mtu(_)
+                    | LinkAttribute::IfAlias(_)
+                    | LinkAttribute::Link(_)
+                    | LinkAttribute::OperState(_) => {
+                        let _ = write!(out, " {a:?}");
+                    }
+                    LinkAttribute::LinkInfo(info) => {
+                        for i in info {
+                            if let LinkInfo::Kind(k) = i {
+                                let _ = write!(out, " {k:?}");
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        M::NewAddress(m) => {
+            let _ = write!(out, "{:?}", m.header);
+            for a in &m.attributes {
+                if !matches!(a, AddressAttribute::CacheInfo(_)) {
+                    let _ = write!(out, " {a:?}");
+                }
+            }
+        }
+        M::NewRoute(m) => {
+            let _ = write!(out, "{:?}", m.header);
+            for a in &m.attributes {
+                if !matches!(a, RouteAttribute::CacheInfo(_) | RouteAttribute::Expires(_)) {
+                    let _ = write!(out, " {a:?}");
+                }
+            }
+        }
+        M::NewRule(m) => {
+            let _ = write!(out, "{:?} {:?}", m.header, m.attributes);
+        }
+        M::NewNeighbour(m) => {
+            let _ = write!(out, "{:?}", m.header);
+            for a in &m.attributes {
+                if !matches!(
+                    a,
+                    NeighbourAttribute::CacheInfo(_) | NeighbourAttribute::Probes(_)
+                ) {
+                    let _ = write!(out, " {a:?}");
+                }
+            }
+        }
+        _ => return None,
+    }
+    Some(out)
+}
+
+/// Every object of the mirror, by key.
+#[derive(Default, Clone)]
+pub struct MirrorState {
+    objects: BTreeMap<ObjectKey, RouteNetlinkMessage>,
+}
+
+/// What one event did to the mirror.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Applied {
+    Ignored,
+    Changed,
+    /// The kernel changed more than it reported: the mirror must be read afresh.
+    NeedsResync,
+}
+
+impl MirrorState {
+    fn from_dump(messages: Vec<RouteNetlinkMessage>) -> Self {
+        let mut s = Self::default();
+        for m in messages {
+            s.apply(m, false);
+        }
+        s
+    }
+
+    /// Apply one event; `replace` is its `NLM_F_REPLACE` flag (the kernel sets it on the
+    /// notification of a route that replaced another).
+    fn apply(&mut self, message: RouteNetlinkMessage, replace: bool) -> Applied {
+        let Some(key) = ObjectKey::of(&message) else {
+            return Applied::Ignored;
+        };
+        // An IPv6 route replaced by one through another next hop is not reported deleted:
+        // the replacement's notification says it.
+        if replace
+            && let ObjectKey::Route { family, .. } = &key
+            && *family == u8::from(AddressFamily::Inet6)
+            && let Some(prefix) = key.without_next_hop()
+        {
+            let replaced: Vec<ObjectKey> = self
+                .objects
+                .keys()
+                .filter(|k| k.without_next_hop() == Some(prefix))
+                .cloned()
+                .collect();
+            for k in replaced {
+                self.objects.remove(&k);
+            }
+        }
+        if is_delete(&message) || unnotified_neighbour(&message) {
+            self.objects.remove(&key);
+            // A link deleted takes its IPv4 routes with it, unreported.
+            return if matches!(key, ObjectKey::Link(_)) {
+                Applied::NeedsResync
+            } else {
+                Applied::Changed
+            };
+        }
+        let went_down = match (&message, self.objects.get(&key)) {
+            (RouteNetlinkMessage::NewLink(new), Some(RouteNetlinkMessage::NewLink(old))) => {
+                is_up(old) && !is_up(new)
+            }
+            _ => false,
+        };
+        self.objects.insert(key, message);
+        // A link set down loses its IPv4 routes, unreported.
+        if went_down {
+            Applied::NeedsResync
+        } else {
+            Applied::Changed
+        }
+    }
+
+    /// Every object, comparable with another state ([`comparable`]).
+    pub fn comparable_view(&self) -> BTreeMap<ObjectKey, String> {
+        self.objects
+            .iter()
+            .filter_map(|(k, m)| comparable(m).map(|c| (k.clone(), c)))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The routes of `family` in `table`, as a per-table dump would list them.
+    pub fn routes_of_table(&self, family: AddressFamily, table: u32) -> Vec<RouteNetlinkMessage> {
+        let start = ObjectKey::first_route_of(family, table);
+        self.objects
+            .range(start..)
+            .take_while(|(k, _)| {
+                matches!(k, ObjectKey::Route { family: f, table: t, .. }
+                    if *f == u8::from(family) && *t == table)
+            })
+            .map(|(_, m)| m.clone())
+            .collect()
+    }
+
+    /// Every object, in key order.
+    pub fn messages(&self) -> impl Iterator<Item = &RouteNetlinkMessage> {
+        self.objects.values()
+    }
+}
+
+/// How far the mirror is, for whoever awaits changes (the host loop repairing foreign
+/// changes promptly).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MirrorStatus {
+    /// The mirror holds a complete view (the first sync is done).
+    pub synced: bool,
+    /// Events applied since the start.
+    pub events: u64,
+    /// Of which removals (a route, address, ... deleted).
+    pub removals: u64,
+    /// Full resyncs after the first sync (overflows and unreported changes).
+    pub resyncs: u64,
+    /// Overflows of the monitor socket seen.
+    pub overflows: u64,
+}
+
+/// Options of [`KernelMirror::start`].
+#[derive(Debug, Clone)]
+pub struct MirrorOptions {
+    /// Receive buffer of the monitor socket, in bytes.
+    pub rcvbuf: libc::c_int,
+}
+
+impl Default for MirrorOptions {
+    fn default() -> Self {
+        Self {
+            rcvbuf: MONITOR_RCVBUF,
+        }
+    }
+}
+
+struct Shared {
+    state: RwLock<MirrorState>,
+    status: watch::Sender<MirrorStatus>,
+    /// The highest barrier sequence number whose answer the mirror has caught up with.
+    caught_up: watch::Sender<u32>,
+    next_barrier: std::sync::atomic::AtomicU32,
+}
+
+/// The kernel view of one namespace, current without dumps. See the module documentation.
+pub struct KernelMirror {
+    shared: Arc<Shared>,
+    monitor: Arc<AsyncFd<Socket>>,
+    netns: String,
+    conn: NetlinkConn,
+    task: tokio::task::AbortHandle,
+    _worker: Arc<NetnsWorker>,
+}
+
+impl Drop for KernelMirror {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn set_rcvbuf(sock: &Socket, size: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: plain setsockopt on a socket we own, with a c_int value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &size as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        sock.set_rx_buf_sz(size)
+    }
+}
+
+/// Every class the mirror holds, dumped afresh over `conn`.
+pub async fn dump_everything(conn: &NetlinkConn) -> Result<MirrorState, NetlinkError> {
+    let mut all = conn.dump("links", links::dump_request()).await?;
+    for (family, name) in [
+        (AddressFamily::Inet, "ipv4"),
+        (AddressFamily::Inet6, "ipv6"),
+    ] {
+        let v6 = family == AddressFamily::Inet6;
+        all.extend(
+            conn.dump(
+                &format!("{name} addresses"),
+                addresses::dump_request(family),
+            )
+            .await?,
+        );
+        let mut every_table = RouteMessage::default();
+        every_table.header.address_family = family;
+        all.extend(
+            conn.dump(
+                &format!("{name} routes of every table"),
+                RouteNetlinkMessage::GetRoute(every_table),
+            )
+            .await?,
+        );
+        all.extend(
+            conn.dump(&format!("{name} rules"), rules::dump_request(family))
+                .await?,
+        );
+        all.extend(
+            conn.dump(
+                &format!("{name} neighbours"),
+                neighbours::dump_request(v6, false),
+            )
+            .await?,
+        );
+    }
+    Ok(MirrorState::from_dump(all))
+}
+
+impl KernelMirror {
+    /// Subscribe, dump and keep following the kernel of `target`. Returns at once; see
+    /// [`Self::synced`].
+    pub async fn start(target: NetnsTarget, options: MirrorOptions) -> Result<Self, NetlinkError> {
+        let netns = target.describe();
+        let worker = tokio::task::spawn_blocking(move || NetnsWorker::spawn(target))
+            .await
+            .map_err(|e| NetlinkError::WorkerGone(e.to_string()))??;
+        let rcvbuf = options.rcvbuf;
+        let socket = worker
+            .run(move || -> std::io::Result<Socket> {
+                let mut sock = Socket::new(NETLINK_ROUTE)?;
+                sock.bind_auto()?;
+                set_rcvbuf(&sock, rcvbuf)?;
+                sock.set_cap_ack(true)?;
+                for g in GROUPS {
+                    sock.add_membership(g)?;
+                }
+                sock.set_non_blocking(true)?;
+                Ok(sock)
+            })
+            .await?
+            .map_err(|source| NetlinkError::Socket {
+                netns: netns.clone(),
+                source,
+            })?;
+        // SAFETY: the Socket owns its fd and keeps it open, unchanged, until it is dropped
+        // with the AsyncFd.
+        let monitor = unsafe { AsyncFd::register(socket) }.map_err(|e| NetlinkError::Socket {
+            netns: netns.clone(),
+            source: e.into_parts().1,
+        })?;
+        let monitor = Arc::new(monitor);
+        let conn = NetlinkConn::open(&worker, REQUEST_TIMEOUT).await?;
+        let shared = Arc::new(Shared {
+            state: RwLock::new(MirrorState::default()),
+            status: watch::channel(MirrorStatus::default()).0,
+            caught_up: watch::channel(0).0,
+            next_barrier: std::sync::atomic::AtomicU32::new(1),
+        });
+        let worker = Arc::new(worker);
+        let task = tokio::spawn(follow(
+            monitor.clone(),
+            worker.clone(),
+            conn.clone(),
+            shared.clone(),
+            netns.clone(),
+        ))
+        .abort_handle();
+        Ok(Self {
+            shared,
+            monitor,
+            netns,
+            conn,
+            task,
+            _worker: worker,
+        })
+    }
+
+    /// Changes of [`MirrorStatus`]: await `changed()` on it to react to kernel events.
+    pub fn status(&self) -> watch::Receiver<MirrorStatus> {
+        self.shared.status.subscribe()
+    }
+
+    /// Wait for the first complete view.
+    pub async fn synced(&self) {
+        let mut s = self.status();
+        let _ = s.wait_for(|s| s.synced).await;
+    }
+
+    /// Wait until the mirror reflects everything the kernel did before this call (its own
+    /// acknowledged requests included), within `timeout`.
+    pub async fn barrier(&self, timeout: Duration) -> Result<(), NetlinkError> {
+        let seq = self
+            .shared
+            .next_barrier
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let op = "mirror barrier".to_owned();
+        let mut caught_up = self.shared.caught_up.subscribe();
+        let message = barrier_request(seq);
+        let mut buf = vec![0u8; message.buffer_len()];
+        message.serialize(&mut buf);
+        self.monitor
+            .get_ref()
+            .send_to(&buf, &SocketAddr::new(0, 0), 0)
+            .map_err(|source| NetlinkError::Socket {
+                netns: self.netns.clone(),
+                source,
+            })?;
+        match tokio::time::timeout(timeout, caught_up.wait_for(|c| *c >= seq)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(NetlinkError::ConnectionClosed(self.netns.clone())),
+            Err(_) => Err(NetlinkError::Timeout {
+                op,
+                netns: self.netns.clone(),
+                timeout,
+            }),
+        }
+    }
+
+    /// Read the mirror.
+    pub fn read<T>(&self, f: impl FnOnce(&MirrorState) -> T) -> T {
+        f(&self.shared.state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A fresh full dump, on the mirror's dump socket (for comparisons and the periodic drift
+    /// repair).
+    pub async fn fresh_dump(&self) -> Result<MirrorState, NetlinkError> {
+        dump_everything(&self.conn).await
+    }
+}
+
+/// An `RTM_GETLINK` of an ifindex that cannot exist, answered with an error carrying `seq`.
+fn barrier_request(seq: u32) -> NetlinkMessage<RouteNetlinkMessage> {
+    let mut link = LinkMessage::default();
+    link.header.index = i32::MAX as u32;
+    let mut m = NetlinkMessage::from(RouteNetlinkMessage::GetLink(link));
+    m.header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    m.header.sequence_number = seq;
+    m.finalize();
+    m
+}
+
+/// What the monitor socket delivered.
+enum Received {
+    Messages(Vec<NetlinkMessage<RouteNetlinkMessage>>),
+    Overflow,
+}
+
+async fn receive(monitor: &AsyncFd<Socket>) -> std::io::Result<Received> {
+    loop {
+        let mut guard = monitor.readable().await?;
+        match guard.try_io(|s| s.get_ref().recv_from_full()) {
+            Ok(Ok((datagram, _))) => return Ok(Received::Messages(decode(&datagram))),
+            Ok(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => return Ok(Received::Overflow),
+            Ok(Err(e)) => return Err(e),
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+fn decode(datagram: &[u8]) -> Vec<NetlinkMessage<RouteNetlinkMessage>> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    while offset < datagram.len() {
+        let Ok(buf) = NetlinkBuffer::new_checked(&datagram[offset..]) else {
+            break;
+        };
+        let len = buf.length() as usize;
+        if len == 0 {
+            break;
+        }
+        match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&datagram[offset..offset + len]) {
+            Ok(m) => out.push(m),
+            Err(e) => tracing::warn!(error = %e, "undecodable netlink notification skipped"),
+        }
+        offset += (len + 3) & !3;
+    }
+    out
+}
+
+/// One thing read from the monitor socket, classified.
+enum Event {
+    /// An object's message, and whether it carries `NLM_F_REPLACE`.
+    Object(RouteNetlinkMessage, bool),
+    /// The answer to barrier request `seq`.
+    Barrier(u32),
+}
+
+fn events(messages: Vec<NetlinkMessage<RouteNetlinkMessage>>) -> Vec<Event> {
+    messages
+        .into_iter()
+        .filter_map(|m| match m.payload {
+            NetlinkPayload::InnerMessage(inner) => {
+                Some(Event::Object(inner, m.header.flags & NLM_F_REPLACE != 0))
+            }
+            NetlinkPayload::Error(_) if m.header.sequence_number != 0 => {
+                Some(Event::Barrier(m.header.sequence_number))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The monitor task: sync, follow, resync when needed. Ends only when the socket fails.
+async fn follow(
+    monitor: Arc<AsyncFd<Socket>>,
+    worker: Arc<NetnsWorker>,
+    mut conn: NetlinkConn,
+    shared: Arc<Shared>,
+    netns: String,
+) {
+    let mut first = true;
+    'sync: loop {
+        // Barriers sent before the dump starts are satisfied by it.
+        let sent_before = shared
+            .next_barrier
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .wrapping_sub(1);
+        let mut buffered: Vec<(RouteNetlinkMessage, bool)> = Vec::new();
+        let mut barriers_seen = 0u32;
+        let dump_conn = conn.clone();
+        let dump = dump_everything(&dump_conn);
+        tokio::pin!(dump);
+        let fresh = loop {
+            tokio::select! {
+                r = &mut dump => break r,
+                r = receive(&monitor) => match r {
+                    Ok(Received::Messages(ms)) => for e in events(ms) {
+                        match e {
+                            Event::Object(m, replace) => buffered.push((m, replace)),
+                            Event::Barrier(s) => barriers_seen = barriers_seen.max(s),
+                        }
+                    },
+                    Ok(Received::Overflow) => {
+                        shared.status.send_modify(|s| s.overflows += 1);
+                        tracing::warn!(%netns, "netlink monitor overflowed during a sync: starting again");
+                        continue 'sync;
+                    }
+                    Err(e) => {
+                        tracing::error!(%netns, error = %e, "netlink monitor socket failed: the mirror stops");
+                        return;
+                    }
+                },
+            }
+        };
+        let mut state = match fresh {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%netns, error = %e, "mirror dump failed: retrying");
+                tokio::time::sleep(RETRY).await;
+                // A timed out or overflowed dump socket stays unusable: open another.
+                if e.ends_session() {
+                    match NetlinkConn::open(&worker, REQUEST_TIMEOUT).await {
+                        Ok(c) => conn = c,
+                        Err(e) => {
+                            tracing::warn!(%netns, error = %e, "cannot reopen the mirror's dump socket")
+                        }
+                    }
+                }
+                continue 'sync;
+            }
+        };
+        let mut again = false;
+        for (m, replace) in buffered {
+            again |= state.apply(m, replace) == Applied::NeedsResync;
+        }
+        *shared.state.write().unwrap_or_else(|e| e.into_inner()) = state;
+        shared.status.send_modify(|s| {
+            s.synced = true;
+            if !first {
+                s.resyncs += 1;
+            }
+        });
+        first = false;
+        shared
+            .caught_up
+            .send_modify(|c| *c = (*c).max(sent_before).max(barriers_seen));
+        if again {
+            continue 'sync;
+        }
+        // Following.
+        loop {
+            let ms = match receive(&monitor).await {
+                Ok(Received::Messages(ms)) => ms,
+                Ok(Received::Overflow) => {
+                    shared.status.send_modify(|s| s.overflows += 1);
+                    tracing::warn!(%netns, "netlink monitor overflowed: resync");
+                    continue 'sync;
+                }
+                Err(e) => {
+                    tracing::error!(%netns, error = %e, "netlink monitor socket failed: the mirror stops");
+                    return;
+                }
+            };
+            let mut resync = false;
+            let mut barrier = None;
+            let (mut events_n, mut removals) = (0, 0);
+            {
+                let mut state = shared.state.write().unwrap_or_else(|e| e.into_inner());
+                for e in events(ms) {
+                    match e {
+                        Event::Object(m, replace) => {
+                            let removal = is_delete(&m);
+                            match state.apply(m, replace) {
+                                Applied::Ignored => {}
+                                Applied::Changed => {
+                                    events_n += 1;
+                                    removals += u64::from(removal);
+                                }
+                                Applied::NeedsResync => {
+                                    events_n += 1;
+                                    removals += u64::from(removal);
+                                    resync = true;
+                                }
+                            }
+                        }
+                        Event::Barrier(s) => barrier = Some(s),
+                    }
+                }
+            }
+            if events_n > 0 {
+                shared.status.send_modify(|s| {
+                    s.events += events_n;
+                    s.removals += removals;
+                });
+            }
+            if resync {
+                // The barrier, if any, is released by the resync.
+                continue 'sync;
+            }
+            if let Some(b) = barrier {
+                shared.caught_up.send_modify(|c| *c = (*c).max(b));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(table: u32, dst: std::net::Ipv4Addr, len: u8, prio: u32) -> RouteNetlinkMessage {
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet;
+        m.header.destination_prefix_length = len;
+        m.attributes.push(RouteAttribute::Table(table));
+        m.attributes.push(RouteAttribute::Destination(
+            rtnetlink::packet_route::route::RouteAddress::Inet(dst),
+        ));
+        m.attributes.push(RouteAttribute::Priority(prio));
+        RouteNetlinkMessage::NewRoute(m)
+    }
+
+    #[test]
+    fn a_later_event_replaces_and_a_delete_removes_the_same_object() {
+        let mut s = MirrorState::default();
+        let r = route(200, [10, 0, 0, 0].into(), 24, 0);
+        assert_eq!(s.apply(r.clone(), false), Applied::Changed);
+        assert_eq!(s.apply(r.clone(), false), Applied::Changed);
+        assert_eq!(s.len(), 1);
+        // Another metric is another route.
+        s.apply(route(200, [10, 0, 0, 0].into(), 24, 5), false);
+        assert_eq!(s.len(), 2);
+        let RouteNetlinkMessage::NewRoute(m) = r else {
+            unreachable!()
+        };
+        assert_eq!(
+            s.apply(RouteNetlinkMessage::DelRoute(m), false),
+            Applied::Changed
+        );
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn routes_of_a_table_are_read_by_range_and_only_that_table() {
+        let mut s = MirrorState::default();
+        for t in [199, 200, 201] {
+            for i in 0..3u8 {
+                s.apply(route(t, [10, 0, i, 0].into(), 24, 0), false);
+            }
+        }
+        assert_eq!(s.routes_of_table(AddressFamily::Inet, 200).len(), 3);
+        assert!(s.routes_of_table(AddressFamily::Inet6, 200).is_empty());
+        assert!(s.routes_of_table(AddressFamily::Inet, 7).is_empty());
+    }
+
+    #[test]
+    fn a_link_going_down_or_away_asks_for_a_resync() {
+        let mut s = MirrorState::default();
+        let mut up = LinkMessage::default();
+        up.header.index = 5;
+        up.header.flags = LinkFlags::Up;
+        assert_eq!(
+            s.apply(RouteNetlinkMessage::NewLink(up.clone()), false),
+            Applied::Changed
+        );
+        let mut down = up.clone();
+        down.header.flags = LinkFlags::empty();
+        assert_eq!(
+            s.apply(RouteNetlinkMessage::NewLink(down.clone()), false),
+            Applied::NeedsResync
+        );
+        assert_eq!(
+            s.apply(RouteNetlinkMessage::DelLink(down), false),
+            Applied::NeedsResync
+        );
+        // The bridge's port messages are not links of their own.
+        let mut port = up;
+        port.header.interface_family = AddressFamily::Bridge;
+        assert_eq!(
+            s.apply(RouteNetlinkMessage::DelLink(port), false),
+            Applied::Ignored
+        );
+    }
+}
