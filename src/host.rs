@@ -59,6 +59,10 @@ pub enum HostError {
 /// A future that resolves when the agent must stop.
 pub type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// How long a repair of kernel state removed behind the agent's back waits for the rest of the
+/// burst it is probably part of.
+const KERNEL_REPAIR_DELAY: Duration = Duration::from_millis(50);
+
 /// What one pass of the loop was woken by; the reason logged with each reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wake {
@@ -66,6 +70,8 @@ enum Wake {
     Backend,
     Periodic,
     Repair,
+    /// The kernel lost something the agent owns behind its back (seen by the kernel mirror).
+    Kernel,
     Stop,
 }
 
@@ -80,6 +86,8 @@ pub struct LoopStats {
     pub reconciles: u64,
     /// Drift repairs of the last desired state.
     pub repairs: u64,
+    /// Of which repairs of kernel state removed behind the agent's back.
+    pub kernel_repairs: u64,
 }
 
 /// The loaded plugins and what they share.
@@ -350,12 +358,12 @@ impl Agent {
 
     /// Re-apply the last desired state without recomputing it: repairs drift (a rule deleted by
     /// hand, an address removed) between full reconciles, at the cost of one dump per class.
-    async fn repair(&mut self) {
+    async fn repair(&mut self, why: &str) {
         if let Some(desired) = self.last_desired.take() {
             self.stats.repairs += 1;
             let started = tokio::time::Instant::now();
-            let result = self.apply(desired, "repair").await;
-            self.record("repair", started, &result).await;
+            let result = self.apply(desired, why).await;
+            self.record(why, started, &result).await;
         }
     }
 
@@ -452,6 +460,7 @@ impl Agent {
         for timer in [&mut periodic, &mut repair] {
             timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
+        let kernel = ctx.caps.netlink.clone();
         loop {
             // Only cancel-safe waits race here (see the module documentation).
             let wake = tokio::select! {
@@ -464,6 +473,7 @@ impl Agent {
                     Err(e) => return Err(self.backend_err(e)),
                 },
                 _ = periodic.tick() => Wake::Periodic,
+                _ = kernel.changed_behind_back() => Wake::Kernel,
                 _ = repair.tick() => Wake::Repair,
                 Some(req) = self.explain_rx.recv() => {
                     // Answered at once from the driver's rows; not a wake-up of the loop.
@@ -494,9 +504,16 @@ impl Agent {
                     Wake::Backend => self.reconcile("backend change").await,
                     Wake::Periodic => {
                         self.refresh_protected().await;
+                        kernel.resync_next();
                         self.reconcile("reconcile_interval").await;
                     }
-                    Wake::Repair => self.repair().await,
+                    Wake::Repair => self.repair("repair").await,
+                    Wake::Kernel => {
+                        // A burst (a flushed table, a deleted device) is repaired at once.
+                        tokio::time::sleep(KERNEL_REPAIR_DELAY).await;
+                        self.stats.kernel_repairs += 1;
+                        self.repair("kernel change").await
+                    }
                     Wake::Stop => {}
                 }
             };

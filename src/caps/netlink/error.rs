@@ -60,6 +60,10 @@ pub enum NetlinkError {
         "{op}: the netlink receive buffer overflowed in {netns} (ENOBUFS), answers were lost; the session is dropped and the next reconcile reads everything afresh"
     )]
     Resync { op: String, netns: String },
+    #[error(
+        "the kernel mirror of {netns} stopped following the kernel ({detail}); the kernel is read by dumps until a new mirror is up"
+    )]
+    MirrorLost { netns: String, detail: String },
     #[error("sysctl {key} ({path}): {source}")]
     Sysctl {
         key: String,

@@ -433,6 +433,63 @@ impl MirrorState {
     pub fn messages(&self) -> impl Iterator<Item = &RouteNetlinkMessage> {
         self.objects.values()
     }
+
+    /// Every link, as a link dump lists them.
+    pub fn links(&self) -> impl Iterator<Item = &RouteNetlinkMessage> {
+        self.objects
+            .range(ObjectKey::Link(0)..=ObjectKey::Link(u32::MAX))
+            .map(|(_, m)| m)
+    }
+
+    /// The addresses of `family`, as an address dump lists them.
+    pub fn addresses(&self, family: AddressFamily) -> impl Iterator<Item = &RouteNetlinkMessage> {
+        let f = u8::from(family);
+        let start = ObjectKey::Address {
+            family: f,
+            index: 0,
+            prefix_len: 0,
+            local: String::new(),
+        };
+        self.objects
+            .range(start..)
+            .take_while(
+                move |(k, _)| matches!(k, ObjectKey::Address { family, .. } if *family == f),
+            )
+            .map(|(_, m)| m)
+    }
+
+    /// The rules of `family`, as a rule dump lists them.
+    pub fn rules(&self, family: AddressFamily) -> impl Iterator<Item = &RouteNetlinkMessage> {
+        self.objects
+            .range(ObjectKey::Rule(String::new())..)
+            .take_while(|(k, _)| matches!(k, ObjectKey::Rule(_)))
+            .map(|(_, m)| m)
+            .filter(
+                move |m| matches!(m, RouteNetlinkMessage::NewRule(r) if r.header.family == family),
+            )
+    }
+
+    /// The neighbours (not proxies) of IPv4 or IPv6, as a neighbour dump lists them, less the
+    /// kernel's own `NOARP`/`INCOMPLETE` entries.
+    pub fn neighbours(&self, v6: bool) -> impl Iterator<Item = &RouteNetlinkMessage> {
+        let f = u8::from(if v6 {
+            AddressFamily::Inet6
+        } else {
+            AddressFamily::Inet
+        });
+        let start = ObjectKey::Neighbour {
+            family: f,
+            index: 0,
+            proxy: false,
+            dst: String::new(),
+        };
+        self.objects
+            .range(start..)
+            .take_while(
+                move |(k, _)| matches!(k, ObjectKey::Neighbour { family, .. } if *family == f),
+            )
+            .map(|(_, m)| m)
+    }
 }
 
 /// How far the mirror is, for whoever awaits changes (the host loop repairing foreign
@@ -445,8 +502,10 @@ pub struct MirrorStatus {
     pub events: u64,
     /// Of which removals (a route, address, ... deleted).
     pub removals: u64,
-    /// Full resyncs after the first sync (overflows and unreported changes).
+    /// Full resyncs after the first sync (overflows, unreported changes, requests).
     pub resyncs: u64,
+    /// Complete syncs installed, the first included (see [`KernelMirror::resync`]).
+    pub syncs: u64,
     /// Overflows of the monitor socket seen.
     pub overflows: u64,
 }
@@ -472,6 +531,8 @@ struct Shared {
     /// The highest barrier sequence number whose answer the mirror has caught up with.
     caught_up: watch::Sender<u32>,
     next_barrier: std::sync::atomic::AtomicU32,
+    /// A resync asked for by [`KernelMirror::resync`].
+    resync: tokio::sync::Notify,
 }
 
 /// The kernel view of one namespace, current without dumps. See the module documentation.
@@ -586,6 +647,7 @@ impl KernelMirror {
             status: watch::channel(MirrorStatus::default()).0,
             caught_up: watch::channel(0).0,
             next_barrier: std::sync::atomic::AtomicU32::new(1),
+            resync: tokio::sync::Notify::new(),
         });
         let worker = Arc::new(worker);
         let task = tokio::spawn(follow(
@@ -609,6 +671,12 @@ impl KernelMirror {
     /// Changes of [`MirrorStatus`]: await `changed()` on it to react to kernel events.
     pub fn status(&self) -> watch::Receiver<MirrorStatus> {
         self.shared.status.subscribe()
+    }
+
+    /// False once the monitor task has ended (its socket failed): the mirror no longer
+    /// follows the kernel and must be replaced.
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
     }
 
     /// Wait for the first complete view.
@@ -638,12 +706,29 @@ impl KernelMirror {
             })?;
         match tokio::time::timeout(timeout, caught_up.wait_for(|c| *c >= seq)).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(_)) => Err(NetlinkError::ConnectionClosed(self.netns.clone())),
-            Err(_) => Err(NetlinkError::Timeout {
-                op,
-                netns: self.netns.clone(),
-                timeout,
-            }),
+            Ok(Err(_)) => Err(self.lost(format!("{op}: the monitor task is gone"))),
+            Err(_) => Err(self.lost(format!("{op}: not caught up within {timeout:?}"))),
+        }
+    }
+
+    /// Replace the mirror by a fresh dump (with the events read meanwhile replayed on top) and
+    /// wait until it is installed, within `timeout`: the drift repair of last resort, should
+    /// the kernel ever change something without telling.
+    pub async fn resync(&self, timeout: Duration) -> Result<(), NetlinkError> {
+        let mut status = self.status();
+        let before = status.borrow().syncs;
+        self.shared.resync.notify_one();
+        match tokio::time::timeout(timeout, status.wait_for(|s| s.syncs > before)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(self.lost("resync: the monitor task is gone".to_owned())),
+            Err(_) => Err(self.lost(format!("resync not done within {timeout:?}"))),
+        }
+    }
+
+    fn lost(&self, detail: String) -> NetlinkError {
+        NetlinkError::MirrorLost {
+            netns: self.netns.clone(),
+            detail,
         }
     }
 
@@ -797,6 +882,7 @@ async fn follow(
         *shared.state.write().unwrap_or_else(|e| e.into_inner()) = state;
         shared.status.send_modify(|s| {
             s.synced = true;
+            s.syncs += 1;
             if !first {
                 s.resyncs += 1;
             }
@@ -810,7 +896,14 @@ async fn follow(
         }
         // Following.
         loop {
-            let ms = match receive(&monitor).await {
+            let received = tokio::select! {
+                r = receive(&monitor) => r,
+                _ = shared.resync.notified() => {
+                    tracing::debug!(%netns, "netlink mirror: resync asked for");
+                    continue 'sync;
+                }
+            };
+            let ms = match received {
                 Ok(Received::Messages(ms)) => ms,
                 Ok(Received::Overflow) => {
                     shared.status.send_modify(|s| s.overflows += 1);

@@ -10,20 +10,24 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ipnet::IpNet;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::RouteProtocol;
+use tokio::sync::watch;
 
 use super::conn::{NetlinkConn, REQUEST_TIMEOUT, Request};
+use super::mirror::{KernelMirror, MirrorOptions};
 use super::netns::{NetnsTarget, NetnsWorker};
 use super::validate::{self, Held};
 use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl};
 use crate::system::{ChangeReport, DesiredSystem, LinkKind, LinkSpec, Ownership, RouteSpec};
 use crate::types::InterfaceName;
+
+type Message = rtnetlink::packet_route::RouteNetlinkMessage;
 
 /// Object class names used in [`ChangeReport`].
 pub mod class {
@@ -54,9 +58,11 @@ struct LinkTable {
 }
 
 impl LinkTable {
-    fn from_dump(dump: &[rtnetlink::packet_route::RouteNetlinkMessage]) -> Self {
-        let by_name: HashMap<String, links::ObservedLink> = dump
-            .iter()
+    fn from_messages<'m>(
+        messages: impl IntoIterator<Item = &'m rtnetlink::packet_route::RouteNetlinkMessage>,
+    ) -> Self {
+        let by_name: HashMap<String, links::ObservedLink> = messages
+            .into_iter()
             .filter_map(links::parse)
             .map(|l| (l.name.clone(), l))
             .collect();
@@ -206,6 +212,23 @@ pub struct NetlinkReconciler {
     session: Mutex<Option<Arc<Session>>>,
     probes: AtomicU32,
     request_timeout: Duration,
+    /// Read the kernel from a [`KernelMirror`] instead of dumping it per reconcile.
+    use_mirror: bool,
+    mirror: Mutex<Option<Arc<KernelMirror>>>,
+    /// The next reconcile replaces the mirror by a fresh dump first ([`Self::resync_next`]).
+    resync_next: AtomicBool,
+    /// The mirror's removal and resync counts the last reconcile accounted for: more than
+    /// these means something removed kernel state behind the agent's back.
+    seen: watch::Sender<Seen>,
+}
+
+/// See `NetlinkReconciler::seen`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Seen {
+    /// The mirror the counts belong to (its address; 0: none).
+    mirror: usize,
+    removals: u64,
+    resyncs: u64,
 }
 
 impl NetlinkReconciler {
@@ -216,6 +239,105 @@ impl NetlinkReconciler {
             session: Mutex::new(None),
             probes: AtomicU32::new(0),
             request_timeout: REQUEST_TIMEOUT,
+            use_mirror: true,
+            mirror: Mutex::new(None),
+            resync_next: AtomicBool::new(false),
+            seen: watch::channel(Seen::default()).0,
+        }
+    }
+
+    /// Read the kernel by dumps on every reconcile, without a mirror (the way to compare the
+    /// two, and an escape hatch).
+    pub fn without_mirror(mut self) -> Self {
+        self.use_mirror = false;
+        self
+    }
+
+    /// The next reconcile first replaces the kernel mirror by a fresh dump: the periodic full
+    /// reconcile's drift repair of last resort, should the kernel ever change something
+    /// without a notification.
+    pub fn resync_next(&self) {
+        self.resync_next.store(true, Ordering::Relaxed);
+    }
+
+    /// The working mirror, started on first use and replaced when it stopped; `None` (and a
+    /// warning) when it cannot be started: the reconciler then dumps.
+    async fn mirror(&self) -> Option<Arc<KernelMirror>> {
+        if !self.use_mirror {
+            return None;
+        }
+        let current = self
+            .mirror
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(m) = current {
+            if m.is_running() {
+                return Some(m);
+            }
+            tracing::warn!(netns = %self.target.describe(), "the kernel mirror stopped: starting a new one");
+        }
+        match KernelMirror::start(self.target.clone(), MirrorOptions::default()).await {
+            Ok(m) => {
+                let m = Arc::new(m);
+                *self.mirror.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.clone());
+                Some(m)
+            }
+            Err(e) => {
+                tracing::warn!("cannot start the kernel mirror, reading the kernel by dumps: {e}");
+                *self.mirror.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                None
+            }
+        }
+    }
+
+    fn drop_mirror(&self, e: &NetlinkError) {
+        tracing::warn!("{e}");
+        *self.mirror.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Wait until the kernel lost something behind the agent's back since the last reconcile
+    /// accounted for the mirror's counts: an object removed (a route or address deleted by
+    /// hand, a link deleted) or a resync (a link set down flushes its routes silently, an
+    /// overflow). The agent's own removals are accounted for by the reconcile that made them.
+    /// Additions by others are left to the periodic reconcile. Cancel-safe; never resolves
+    /// without a mirror.
+    pub async fn changed_behind_back(&self) {
+        let mut seen = self.seen.subscribe();
+        loop {
+            let current = *seen.borrow_and_update();
+            let mirror = self
+                .mirror
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            match mirror {
+                Some(m) if mirror_id(&m) == current.mirror => {
+                    let mut status = m.status();
+                    tokio::select! {
+                        // Reduced to a bool at once: the watch guard is not Send.
+                        alive = async {
+                            status
+                                .wait_for(|s| s.removals > current.removals || s.resyncs > current.resyncs)
+                                .await
+                                .is_ok()
+                        } => {
+                            if alive {
+                                return;
+                            }
+                            // The mirror is gone: wait for the next reconcile.
+                            let _ = seen.changed().await;
+                        }
+                        _ = seen.changed() => {}
+                    }
+                }
+                // No mirror yet, or one the last reconcile did not read.
+                _ => {
+                    if seen.changed().await.is_err() {
+                        return std::future::pending().await;
+                    }
+                }
+            }
         }
     }
 
@@ -302,7 +424,48 @@ impl NetlinkReconciler {
             );
         }
         let s = self.session().await?;
-        let r = reconcile_in(&s, &screened.desired, &screened.held, &mut report).await;
+        if let Some(m) = self.mirror().await {
+            let view = View::Mirror(&m, self.request_timeout);
+            let mut r = Ok(());
+            if self.resync_next.swap(false, Ordering::Relaxed) {
+                r = m.resync(self.request_timeout).await;
+            }
+            if r.is_ok() {
+                r = reconcile_in(&s, view, &screened.desired, &screened.held, &mut report).await;
+            }
+            if r.is_ok() {
+                // Account for the removals this reconcile made (and saw) itself.
+                r = view.catch_up().await;
+            }
+            match r {
+                Ok(()) => {
+                    let status = *m.status().borrow();
+                    self.seen.send_if_modified(|seen| {
+                        let new = Seen {
+                            mirror: mirror_id(&m),
+                            removals: status.removals,
+                            resyncs: status.resyncs,
+                        };
+                        std::mem::replace(seen, new) != new
+                    });
+                    return Ok(report);
+                }
+                Err(e @ NetlinkError::MirrorLost { .. }) => self.drop_mirror(&e),
+                Err(e) => {
+                    let r = Err(e);
+                    self.forget_session_if_closed(&r);
+                    return r;
+                }
+            }
+        }
+        let r = reconcile_in(
+            &s,
+            View::Dumps(&s.conn),
+            &screened.desired,
+            &screened.held,
+            &mut report,
+        )
+        .await;
         self.forget_session_if_closed(&r);
         r.map(|()| report)
     }
@@ -334,43 +497,127 @@ impl NetlinkReconciler {
     }
 }
 
+fn mirror_id(m: &Arc<KernelMirror>) -> usize {
+    Arc::as_ptr(m) as usize
+}
+
 async fn dump_links(conn: &NetlinkConn) -> Result<LinkTable, NetlinkError> {
-    Ok(LinkTable::from_dump(
+    Ok(LinkTable::from_messages(
         &conn.dump("links", links::dump_request()).await?,
     ))
 }
 
+/// Where a reconcile reads the kernel's objects: the [`KernelMirror`] (no dumps), or dumps
+/// when there is no working mirror. Writes always go through the session's connection.
+#[derive(Clone, Copy)]
+enum View<'a> {
+    Dumps(&'a NetlinkConn),
+    Mirror(&'a KernelMirror, Duration),
+}
+
+impl View<'_> {
+    /// Make the reads that follow see everything the kernel did before this call, the
+    /// reconciler's own acknowledged requests included (see [`KernelMirror::barrier`]).
+    async fn catch_up(&self) -> Result<(), NetlinkError> {
+        match self {
+            View::Dumps(_) => Ok(()),
+            View::Mirror(m, timeout) => m.barrier(*timeout).await,
+        }
+    }
+
+    async fn links(&self) -> Result<LinkTable, NetlinkError> {
+        match self {
+            View::Dumps(conn) => dump_links(conn).await,
+            View::Mirror(m, _) => Ok(m.read(|s| LinkTable::from_messages(s.links()))),
+        }
+    }
+
+    async fn addresses(&self, family: AddressFamily) -> Result<Vec<Message>, NetlinkError> {
+        match self {
+            View::Dumps(conn) => {
+                let what = match family {
+                    AddressFamily::Inet6 => "ipv6 addresses",
+                    _ => "ipv4 addresses",
+                };
+                conn.dump(what, addresses::dump_request(family)).await
+            }
+            View::Mirror(m, _) => Ok(m.read(|s| s.addresses(family).cloned().collect())),
+        }
+    }
+
+    async fn rules(&self, family: AddressFamily) -> Result<Vec<Message>, NetlinkError> {
+        match self {
+            View::Dumps(conn) => {
+                let what = match family {
+                    AddressFamily::Inet6 => "ipv6 rules",
+                    _ => "ipv4 rules",
+                };
+                conn.dump(what, rules::dump_request(family)).await
+            }
+            View::Mirror(m, _) => Ok(m.read(|s| s.rules(family).cloned().collect())),
+        }
+    }
+
+    /// The routes of one table (none when the table does not exist yet).
+    async fn routes(
+        &self,
+        family: AddressFamily,
+        table: u32,
+    ) -> Result<Vec<Message>, NetlinkError> {
+        match self {
+            View::Dumps(conn) => {
+                let name = match family {
+                    AddressFamily::Inet6 => "ipv6",
+                    _ => "ipv4",
+                };
+                let what = format!("{name} routes of table {table}");
+                match conn.dump(&what, routes::dump_request(family, table)).await {
+                    Ok(v) => Ok(v),
+                    // A table without any route does not exist yet.
+                    Err(NetlinkError::Kernel { errno, .. }) if errno.0 == libc::ENOENT => {
+                        Ok(Vec::new())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            View::Mirror(m, _) => Ok(m.read(|s| s.routes_of_table(family, table))),
+        }
+    }
+
+    async fn neighbours(&self, v6: bool) -> Result<Vec<Message>, NetlinkError> {
+        match self {
+            View::Dumps(conn) => {
+                let what = if v6 {
+                    "ipv6 neighbours"
+                } else {
+                    "ipv4 neighbours"
+                };
+                conn.dump(what, neighbours::dump_request(v6, false)).await
+            }
+            View::Mirror(m, _) => Ok(m.read(|s| s.neighbours(v6).cloned().collect())),
+        }
+    }
+}
+
 async fn reconcile_in(
     s: &Session,
+    view: View<'_>,
     desired: &DesiredSystem,
     held: &Held,
     report: &mut ChangeReport,
 ) -> Result<(), NetlinkError> {
     let conn = &s.conn;
-    let mut table = dump_links(conn).await?;
-    let up_later = reconcile_links(conn, desired, &mut table, report).await?;
+    view.catch_up().await?;
+    let mut table = view.links().await?;
+    let up_later = reconcile_links(conn, view, desired, &mut table, report).await?;
     reconcile_sysctls(&s.worker, &desired.sysctls, report).await?;
 
-    // One dump per object class (and per table of interest for routes); a socket runs one
-    // dump at a time anyway.
-    let a4 = conn
-        .dump(
-            "ipv4 addresses",
-            addresses::dump_request(AddressFamily::Inet),
-        )
-        .await?;
-    let a6 = conn
-        .dump(
-            "ipv6 addresses",
-            addresses::dump_request(AddressFamily::Inet6),
-        )
-        .await?;
-    let r4 = conn
-        .dump("ipv4 rules", rules::dump_request(AddressFamily::Inet))
-        .await?;
-    let r6 = conn
-        .dump("ipv6 rules", rules::dump_request(AddressFamily::Inet6))
-        .await?;
+    // Enslaving a link moves its routes: read what the link changes left.
+    view.catch_up().await?;
+    let a4 = view.addresses(AddressFamily::Inet).await?;
+    let a6 = view.addresses(AddressFamily::Inet6).await?;
+    let r4 = view.rules(AddressFamily::Inet).await?;
+    let r6 = view.rules(AddressFamily::Inet6).await?;
     let tables: BTreeSet<u32> = desired
         .ownership
         .tables
@@ -381,25 +628,13 @@ async fn reconcile_in(
         .collect();
     let mut route_dump = Vec::new();
     for table in tables {
-        for (family, name) in [
-            (AddressFamily::Inet, "ipv4"),
-            (AddressFamily::Inet6, "ipv6"),
-        ] {
-            let what = format!("{name} routes of table {table}");
-            match conn.dump(&what, routes::dump_request(family, table)).await {
-                Ok(mut v) => route_dump.append(&mut v),
-                // A table without any route does not exist yet.
-                Err(NetlinkError::Kernel { errno, .. }) if errno.0 == libc::ENOENT => {}
-                Err(e) => return Err(e),
-            }
+        for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+            route_dump.append(&mut view.routes(family, table).await?);
         }
     }
-    let n4 = conn
-        .dump("ipv4 neighbours", neighbours::dump_request(false, false))
-        .await?;
-    let n6 = conn
-        .dump("ipv6 neighbours", neighbours::dump_request(true, false))
-        .await?;
+    let n4 = view.neighbours(false).await?;
+    let n6 = view.neighbours(true).await?;
+    // Proxy entries change without notifications: always dumped (they are few).
     let p4 = conn
         .dump(
             "ipv4 proxy neighbours",
@@ -459,7 +694,7 @@ async fn reconcile_in(
     set_up(conn, &table, &up_later, report).await?;
     removes.apply(conn, report).await?;
     // After the additions: an address added in this run has its local route by now.
-    suppress_local_routes(conn, desired, &table, report).await?;
+    suppress_local_routes(conn, view, desired, &table, report).await?;
 
     // Links last: deleting a link takes its addresses, routes and neighbours with it.
     let desired_names: HashSet<&str> = desired
@@ -544,6 +779,7 @@ async fn create_link(
 /// "up" is left for after the addresses (see [`defer_up`]).
 async fn reconcile_links(
     conn: &NetlinkConn,
+    view: View<'_>,
     desired: &DesiredSystem,
     table: &mut LinkTable,
     report: &mut ChangeReport,
@@ -553,7 +789,8 @@ async fn reconcile_links(
     let mut stale = false;
     for round in creation_rounds(&desired.links) {
         if stale {
-            *table = dump_links(conn).await?;
+            view.catch_up().await?;
+            *table = view.links().await?;
         }
         let before = created.len();
         create_round(
@@ -569,7 +806,8 @@ async fn reconcile_links(
         stale = created.len() > before;
     }
     if stale {
-        *table = dump_links(conn).await?;
+        view.catch_up().await?;
+        *table = view.links().await?;
     }
     let up_later = defer_up(desired, &created);
     set_link_attributes(conn, desired, table, &existed, &up_later, report).await?;
@@ -1102,6 +1340,7 @@ fn plan_proxies<'a>(
 /// gets its local route later: the next reconcile removes it.
 async fn suppress_local_routes(
     conn: &NetlinkConn,
+    view: View<'_>,
     desired: &DesiredSystem,
     table: &LinkTable,
     report: &mut ChangeReport,
@@ -1120,6 +1359,8 @@ async fn suppress_local_routes(
     for (_, l) in &wanted {
         dumps.insert((l.table, l.dst.is_ipv6()));
     }
+    // After the additions: the local routes of the addresses just added are there by now.
+    view.catch_up().await?;
     let mut observed = Vec::new();
     for (t, v6) in dumps {
         let family = if v6 {
@@ -1127,12 +1368,8 @@ async fn suppress_local_routes(
         } else {
             AddressFamily::Inet
         };
-        let what = format!("{} routes of table {t}", if v6 { "ipv6" } else { "ipv4" });
-        match conn.dump(&what, routes::dump_request(family, t)).await {
-            Ok(v) => observed.extend(v.iter().filter_map(routes::parse_local)),
-            Err(NetlinkError::Kernel { errno, .. }) if errno.0 == libc::ENOENT => {}
-            Err(e) => return Err(e),
-        }
+        let v = view.routes(family, t).await?;
+        observed.extend(v.iter().filter_map(routes::parse_local));
     }
     let present: HashMap<(u32, IpAddr, u32), &routes::ObservedLocalRoute> = observed
         .iter()

@@ -1,0 +1,267 @@
+//! The kernel reconciler reading the kernel mirror instead of dumping each class (issue 17),
+//! against the real kernel in a namespace of the test's own: along a random walk of desired
+//! states, with objects removed, added and links set down by hand between the steps, every
+//! reconcile through the mirror leaves the kernel where a reconcile by dumps finds nothing
+//! left to do; and an agent reconciler's `changed_behind_back` fires for a removal by hand, not
+//! for its own changes.
+
+mod netlink_support;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use netlink_support::{TestNetns, ifname};
+use ovn_bgp_agent::system::*;
+
+/// A small deterministic generator (xorshift64*): the walk is the same on every run.
+struct Walk(u64);
+
+impl Walk {
+    fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+const T: u32 = 200;
+const PRIO: u32 = 1000;
+const STEPS: usize = 40;
+
+fn net(s: &str) -> ipnet::IpNet {
+    s.parse().unwrap()
+}
+
+/// The candidates a step picks from: addresses on bgp-nic, a rule and a route per exposed IP
+/// (both families), a permanent neighbour per IPv4 on br-ex, and a proxy per IPv6.
+fn desired(rng: &mut Walk) -> DesiredSystem {
+    let mut d = DesiredSystem::default();
+    for (name, kind) in [("bgp-nic", LinkKind::Ifb), ("br-ex", LinkKind::Bridge)] {
+        d.links.insert(LinkSpec {
+            name: ifname(name),
+            kind,
+            master: None,
+            mac: None,
+            up: true,
+        });
+    }
+    for i in 1..=24u8 {
+        if !rng.coin() {
+            continue;
+        }
+        let (v4, v6) = (format!("172.24.100.{i}"), format!("2001:db8::{i:x}"));
+        for (ip, len) in [(&v4, 32), (&v6, 128)] {
+            let dst = net(&format!("{ip}/{len}"));
+            d.addresses.insert(AddressSpec {
+                dev: ifname("bgp-nic"),
+                addr: dst,
+            });
+            d.rules.insert(RuleSpec {
+                selector: RuleSelector::To(dst),
+                table: T,
+                priority: PRIO,
+            });
+            d.routes.insert(RouteSpec {
+                table: T,
+                dst,
+                route_type: RouteType::Unicast,
+                via: None,
+                dev: Some(ifname("br-ex")),
+                scope_link: len == 32,
+                metric: None,
+            });
+        }
+        if rng.coin() {
+            d.neighbours.insert(NeighbourSpec {
+                dev: ifname("br-ex"),
+                ip: v4.parse().unwrap(),
+                lladdr: format!("fa:16:3e:00:00:{i:02x}").parse().unwrap(),
+            });
+        } else {
+            d.proxy_neighbours.insert(ProxyNeighbourSpec {
+                dev: ifname("br-ex"),
+                ip: v6.parse().unwrap(),
+            });
+        }
+    }
+    d.ownership.address_devices.insert(ifname("bgp-nic"));
+    d.ownership.tables.insert(T);
+    d.ownership.neighbour_devices.insert(ifname("br-ex"));
+    d
+}
+
+/// Something done by hand to the state `d` left, as an operator (or another tool) would.
+fn disturb(ns: &TestNetns, d: &DesiredSystem, rng: &mut Walk) -> String {
+    match rng.below(6) {
+        0 if !d.routes.is_empty() => {
+            let r = d.routes.iter().nth(rng.below(d.routes.len())).unwrap();
+            let dst = r.dst.to_string();
+            ns.ip(&["route", "del", &dst, "table", &T.to_string()]);
+            format!("route {dst} deleted")
+        }
+        1 if !d.addresses.is_empty() => {
+            let a = d
+                .addresses
+                .iter()
+                .nth(rng.below(d.addresses.len()))
+                .unwrap();
+            let addr = a.addr.to_string();
+            ns.ip(&["addr", "del", &addr, "dev", "bgp-nic"]);
+            format!("address {addr} deleted")
+        }
+        // Its IPv4 routes go without a notification: the mirror must resync.
+        2 => {
+            ns.ip(&["link", "set", "br-ex", "down"]);
+            ns.ip(&["link", "set", "br-ex", "up"]);
+            "br-ex set down and up".to_owned()
+        }
+        // A stray route in the owned table: seen through its notification, then removed.
+        3 => {
+            ns.ip(&[
+                "route",
+                "add",
+                "192.0.2.7/32",
+                "dev",
+                "br-ex",
+                "table",
+                "200",
+                "proto",
+                "boot",
+            ]);
+            "stray route added".to_owned()
+        }
+        4 if !d.rules.is_empty() => {
+            let r = d.rules.iter().nth(rng.below(d.rules.len())).unwrap();
+            let RuleSelector::To(dst) = r.selector else {
+                unreachable!()
+            };
+            let family = if dst.addr().is_ipv4() { "-4" } else { "-6" };
+            ns.ip(&[
+                family,
+                "rule",
+                "del",
+                "to",
+                &dst.to_string(),
+                "table",
+                "200",
+            ]);
+            format!("rule to {dst} deleted")
+        }
+        _ => "nothing".to_owned(),
+    }
+}
+
+fn assert_clean(report: &ChangeReport, context: &str) {
+    assert!(
+        report.errors.is_empty(),
+        "{context}: errors {:#?}",
+        report.errors
+    );
+}
+
+#[tokio::test]
+async fn a_random_walk_through_the_mirror_leaves_nothing_for_a_reconcile_by_dumps() {
+    let ns = TestNetns::new();
+    let mirrored = ns.reconciler();
+    let dumps = ns.reconciler().without_mirror();
+    let mut rng = Walk::new(17);
+    let mut previous = DesiredSystem::default();
+    let mut changes = 0;
+    for step in 0..STEPS {
+        let disturbed = if step == 0 {
+            "nothing".to_owned()
+        } else {
+            disturb(&ns, &previous, &mut rng)
+        };
+        let d = desired(&mut rng);
+        let context = format!("step {step} (by hand: {disturbed})");
+        let report = mirrored
+            .reconcile(&d)
+            .await
+            .expect("reconcile via the mirror");
+        assert_clean(&report, &context);
+        changes += report.total_changes();
+        let check = dumps.reconcile(&d).await.expect("reconcile by dumps");
+        assert_clean(&check, &context);
+        assert!(
+            check.is_noop(),
+            "{context}: after the reconcile through the mirror ({report:?}), a reconcile by \
+             dumps still changed {check:?}"
+        );
+        let again = mirrored.reconcile(&d).await.expect("second reconcile");
+        assert!(
+            again.is_noop(),
+            "{context}: the mirror disagrees with the kernel: {again:?}"
+        );
+        previous = d;
+    }
+    assert!(
+        changes > STEPS * 4,
+        "the walk changed too little to mean anything: {changes} changes"
+    );
+}
+
+#[tokio::test]
+async fn a_removal_by_hand_wakes_the_agent_and_its_own_changes_do_not() {
+    let ns = TestNetns::new();
+    let r = ns.reconciler();
+    let mut rng = Walk::new(3);
+    let mut d = desired(&mut rng);
+    while d.routes.is_empty() {
+        d = desired(&mut rng);
+    }
+    r.reconcile(&d).await.expect("first reconcile");
+    // Its own removals: the next desired state drops half of everything.
+    let smaller = desired(&mut rng);
+    let report = r.reconcile(&smaller).await.expect("second reconcile");
+    assert!(report.total_changes() > 0, "the second state differs");
+    let quiet = tokio::time::timeout(Duration::from_millis(300), r.changed_behind_back()).await;
+    assert!(
+        quiet.is_err(),
+        "the reconciler's own removals woke it as if done behind its back"
+    );
+    // By hand: one of its routes.
+    let route = smaller
+        .routes
+        .iter()
+        .next()
+        .map(|r| r.dst)
+        .unwrap_or_else(|| d.routes.iter().next().unwrap().dst);
+    let wanted = if smaller.routes.is_empty() {
+        &d
+    } else {
+        &smaller
+    };
+    if smaller.routes.is_empty() {
+        r.reconcile(wanted).await.expect("reconcile with routes");
+    }
+    let started = tokio::time::Instant::now();
+    ns.ip(&["route", "del", &route.to_string(), "table", &T.to_string()]);
+    tokio::time::timeout(Duration::from_secs(1), r.changed_behind_back())
+        .await
+        .expect("the removal by hand is noticed within a second");
+    println!("noticed after {:?}", started.elapsed());
+    let repaired = r.reconcile(wanted).await.expect("repair");
+    assert_eq!(
+        repaired.added.get("routes"),
+        Some(&1),
+        "the route deleted by hand is put back: {repaired:?}"
+    );
+    let ip: IpAddr = route.addr();
+    let family = if ip.is_ipv4() { "-4" } else { "-6" };
+    let shown = ns.ip(&[family, "route", "show", "table", &T.to_string()]);
+    assert!(shown.contains(&ip.to_string()), "{shown}");
+    // Accounted for: no second wake-up.
+    let quiet = tokio::time::timeout(Duration::from_millis(300), r.changed_behind_back()).await;
+    assert!(quiet.is_err(), "woken again after the repair");
+}
