@@ -41,6 +41,8 @@ const BGP_CONVERGENCE: Duration = Duration::from_secs(10);
 const BGP_PROPAGATION: Duration = Duration::from_secs(3);
 /// The agent's OVSDB client reconnects with a capped backoff (100 ms … 8 s).
 const OVSDB_RECONNECT_MAX: Duration = Duration::from_secs(8);
+/// Kernel state removed by hand is noticed through the kernel mirror and put back within this.
+const KERNEL_REPAIR: Duration = Duration::from_secs(1);
 /// Slack for process start-up and polling.
 const SLACK: Duration = Duration::from_secs(2);
 /// First exposure after the agent starts (initial SB download, FRR/kernel set-up, BGP).
@@ -985,11 +987,19 @@ fn kernel_state_deleted_by_hand(driver: Driver) {
         "the deletions took effect"
     );
 
+    // Put back by the repair the kernel mirror's notifications trigger, not by the repair tick.
     r.wait_all_back(
         "kernel state deleted by hand",
         deleted_at,
-        secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
-        secs(FRR_RECONCILE_INTERVAL) + SLACK,
+        KERNEL_REPAIR + BGP_PROPAGATION,
+        KERNEL_REPAIR + SLACK,
+    );
+    let log = r.agent.log();
+    assert!(
+        log.contains("reason=\"kernel change\""),
+        "the repair was triggered by the kernel's notifications (a reconcile with reason \
+         \"kernel change\" in the agent log):\n{}",
+        r.agent.log_tail()
     );
 
     // The agent's devices themselves: bgp-nic (and with it every exposed address), then the
@@ -1000,8 +1010,8 @@ fn kernel_state_deleted_by_hand(driver: Driver) {
         r.wait_all_back(
             &format!("{device} deleted by hand"),
             deleted_at,
-            secs(FRR_RECONCILE_INTERVAL) + BGP_PROPAGATION,
-            secs(FRR_RECONCILE_INTERVAL) + SLACK,
+            KERNEL_REPAIR + BGP_PROPAGATION,
+            KERNEL_REPAIR + SLACK,
         );
     }
 }
