@@ -187,3 +187,44 @@ async fn exposures_reach_the_kernel_while_tools_hang(router_id: Option<&str>, hu
         .unwrap()
         .unwrap();
 }
+
+/// A reconcile waits briefly for each tool chain that was idle when it started, and not at all
+/// for one still busy with an earlier state (a hung vtysh): otherwise every event would be held
+/// back by the whole wait for as long as the tool hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_still_busy_with_an_earlier_state_is_not_waited_for() {
+    let ns = TestNetns::new();
+    let dir = tempfile::tempdir().unwrap();
+    let hang = dir.path().join("hang");
+    write_script(&hang, "#!/bin/sh\nexec sleep 600\n");
+    let mut config = AgentConfig::default();
+    config.frr.vtysh_path = hang.to_str().unwrap().to_owned();
+    config.frr.vtysh_timeout = 30;
+    config.frr.state_file = dir.path().join("frr-objects.json").display().to_string();
+    config.linux.netns = Some(ns.name.clone());
+    let caps = Capabilities::for_agent(&config);
+    let mut desired = ovn_bgp_agent::system::DesiredSystem::default();
+    desired.frr.push("router bgp 64999\n".to_owned());
+    let tools_errors = |report: &ovn_bgp_agent::system::ChangeReport| -> Vec<String> {
+        report
+            .errors
+            .iter()
+            .filter(|e| e.class == "tools" && e.object.starts_with("FRR"))
+            .map(|e| e.error.clone())
+            .collect()
+    };
+    let first = caps.reconciler.reconcile(&desired).await.expect("first");
+    let errors = tools_errors(&first);
+    assert!(
+        errors.len() == 1 && errors[0].starts_with("still being applied after"),
+        "the first reconcile waits for the idle FRR chain, then reports it pending: {first:?}"
+    );
+    for n in 2..=3 {
+        let next = caps.reconciler.reconcile(&desired).await.expect("next");
+        let errors = tools_errors(&next);
+        assert!(
+            errors.len() == 1 && errors[0].starts_with("still applying an earlier state"),
+            "reconcile {n} does not wait for the FRR chain hung on the first state: {next:?}"
+        );
+    }
+}

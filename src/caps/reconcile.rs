@@ -445,11 +445,26 @@ impl SystemReconciler for CompositeReconciler {
         };
         let workers: Vec<(Chain, ToolWorker)> =
             CHAINS.iter().map(|c| (*c, self.worker(*c))).collect();
-        for (_, worker) in &workers {
+        // A chain still applying an earlier state (a tool slow or hung) is not waited for: it
+        // would hold every reconcile back by the whole wait while it stays busy.
+        let mut busy = Vec::new();
+        for (chain, worker) in &workers {
+            let submitted = worker.submit.borrow().as_ref().map_or(0, |r| r.generation);
+            if worker.done.borrow().0 < submitted {
+                busy.push(*chain);
+            }
             worker.submit.send_replace(Some(request.clone()));
         }
         let deadline = tokio::time::Instant::now() + wait;
         for (chain, worker) in workers {
+            if busy.contains(&chain) {
+                report.error(
+                    TOOLS,
+                    chain.name(),
+                    "still applying an earlier state; this one follows in the background",
+                );
+                continue;
+            }
             let mut done = worker.done;
             let finished = tokio::time::timeout_at(deadline, async {
                 done.wait_for(|(g, _)| *g >= generation)
