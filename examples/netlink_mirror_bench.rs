@@ -1,11 +1,13 @@
-//! What reading the kernel state costs per reconcile: the dumps of today against the mirror
-//! kept current by notifications (issue 17). In a fresh namespace, N routes in table 200
-//! (default 10 000) through one device; then, timed over several rounds:
-//! - a no-op reconcile (today: one dump per class and per owned table, then the plan);
-//! - a full dump of every class (every table), what the mirror reads at a (re)sync;
-//! - a mirror read: a barrier (everything the kernel did before is in the mirror) and a copy
-//!   of what the reconciler reads (links, addresses, rules, neighbours, table 200's routes);
-//! - the mirror following the removal of the N routes (the barrier after the burst).
+//! What one reconcile costs with N exposures already in place, by how the kernel is read
+//! (issue 17). In a fresh namespace, N exposed IPs as the underlay renders them (an address on
+//! bgp-nic, a rule to table 200, a route in table 200; default N = 10 000); then, timed over
+//! several rounds (median):
+//! - a reconcile adding one more exposure (and the next removing it), reading the kernel by
+//!   dumps (the reconciler without its mirror), planning every class against the mirror, and
+//!   as a delta (the agent's usual case);
+//! - a no-op reconcile by dumps and as a delta;
+//! - the mirror alone: its first sync, a fresh dump of every class, a barrier, and following
+//!   the removal of the N exposures.
 //!
 //! Run as root: `cargo run --release --example netlink_mirror_bench [N]`.
 
@@ -14,13 +16,14 @@
 
 use std::net::Ipv4Addr;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ovn_bgp_agent::caps::netlink::mirror::{KernelMirror, MirrorOptions, ObjectKey};
 use ovn_bgp_agent::caps::netlink::{NetlinkReconciler, NetnsTarget};
 use ovn_bgp_agent::system::*;
 use ovn_bgp_agent::types::InterfaceName;
-use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
+use rtnetlink::packet_route::AddressFamily;
 
 struct Netns(String);
 
@@ -28,6 +31,30 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
+}
+
+fn exposed(d: &mut DesiredSystem, i: u32) {
+    let nic = InterfaceName::new("bgp-nic").expect("valid name");
+    let ip = Ipv4Addr::from(0x0a00_0000 + i + 1);
+    let dst = ipnet::IpNet::new(ip.into(), 32).expect("valid prefix");
+    d.addresses.insert(AddressSpec {
+        dev: nic.clone(),
+        addr: dst,
+    });
+    d.rules.insert(RuleSpec {
+        selector: RuleSelector::To(dst),
+        table: 200,
+        priority: 1000,
+    });
+    d.routes.insert(RouteSpec {
+        table: 200,
+        dst,
+        route_type: RouteType::Unicast,
+        via: None,
+        dev: Some(nic),
+        scope_link: true,
+        metric: None,
+    });
 }
 
 fn desired(n: u32) -> DesiredSystem {
@@ -41,18 +68,10 @@ fn desired(n: u32) -> DesiredSystem {
         up: true,
     });
     for i in 0..n {
-        let ip = Ipv4Addr::from(0x0a00_0000 + i + 1);
-        d.routes.insert(RouteSpec {
-            table: 200,
-            dst: ipnet::IpNet::new(ip.into(), 32).expect("valid prefix"),
-            route_type: RouteType::Unicast,
-            via: None,
-            dev: Some(nic.clone()),
-            scope_link: true,
-            metric: None,
-        });
+        exposed(&mut d, i);
     }
     d.ownership.tables.insert(200);
+    d.ownership.address_devices.insert(nic);
     d
 }
 
@@ -77,20 +96,6 @@ where
     (times[rounds / 2], last.expect("at least one round"))
 }
 
-/// What the reconciler reads, from the mirror.
-fn reconciler_view(m: &KernelMirror) -> Vec<RouteNetlinkMessage> {
-    m.read(|s| {
-        let mut out: Vec<RouteNetlinkMessage> = s
-            .messages()
-            .filter(|msg| !matches!(msg, RouteNetlinkMessage::NewRoute(_)))
-            .cloned()
-            .collect();
-        out.extend(s.routes_of_table(AddressFamily::Inet, 200));
-        out.extend(s.routes_of_table(AddressFamily::Inet6, 200));
-        out
-    })
-}
-
 #[tokio::main]
 async fn main() {
     let n: u32 = std::env::args()
@@ -105,13 +110,56 @@ async fn main() {
     assert!(ok.success(), "ip netns add {} failed", ns.0);
     let target = NetnsTarget::from_config(Some(&ns.0));
     let reconciler = NetlinkReconciler::new(target.clone());
-    let want = desired(n);
-    let r = reconciler.reconcile(&want).await.expect("apply");
+    let dumps = NetlinkReconciler::new(target.clone()).without_mirror();
+    let want = Arc::new(desired(n));
+    let mut plus_one = desired(n);
+    exposed(&mut plus_one, n);
+    let plus_one = Arc::new(plus_one);
+    let r = reconciler.reconcile_shared(&want).await.expect("apply");
     assert!(
         r.errors.is_empty(),
         "{:?}",
         &r.errors[..r.errors.len().min(3)]
     );
+    let rounds = 15;
+
+    // One exposure more, then one less: (add, remove) medians.
+    let pair = |how: &'static str| {
+        let (reconciler, dumps, want, plus_one) = (&reconciler, &dumps, &want, &plus_one);
+        async move {
+            let (mut adds, mut removes) = (Vec::new(), Vec::new());
+            let deltas = reconciler.deltas();
+            for _ in 0..rounds {
+                for (target, times) in [(plus_one, &mut adds), (want, &mut removes)] {
+                    if how == "full" {
+                        reconciler.plan_in_full_next();
+                    }
+                    let t = Instant::now();
+                    let r = match how {
+                        "dumps" => dumps.reconcile_shared(target).await,
+                        _ => reconciler.reconcile_shared(target).await,
+                    }
+                    .expect("reconcile");
+                    times.push(t.elapsed());
+                    assert_eq!(r.total_changes(), 3, "{how}: {r:?}");
+                }
+            }
+            let deltas = reconciler.deltas() - deltas;
+            adds.sort();
+            removes.sort();
+            (adds[rounds / 2], removes[rounds / 2], deltas)
+        }
+    };
+    let by_dumps = pair("dumps").await;
+    let full = pair("full").await;
+    let delta = pair("delta").await;
+    assert_eq!(full.2, 0, "plan_in_full_next: no delta");
+    assert_eq!(delta.2, 2 * rounds as u64, "every change a delta");
+    let (noop_dumps, r) = median(rounds, || dumps.reconcile_shared(&want)).await;
+    assert!(r.expect("no-op").is_noop());
+    let same = Arc::new((*want).clone());
+    let (noop_delta, r) = median(rounds, || reconciler.reconcile_shared(&same)).await;
+    assert!(r.expect("no-op").is_noop());
 
     let t = Instant::now();
     let mirror = KernelMirror::start(target, MirrorOptions::default())
@@ -121,23 +169,8 @@ async fn main() {
     let first_sync = t.elapsed();
     let routes_in_200 = mirror.read(|s| s.routes_of_table(AddressFamily::Inet, 200).len());
     assert_eq!(routes_in_200, n as usize, "the mirror holds every route");
-
-    let rounds = 15;
-    let (noop, r) = median(rounds, || reconciler.reconcile(&want)).await;
-    assert!(
-        r.expect("no-op").is_noop(),
-        "the no-op reconcile changed something"
-    );
     let (dump, fresh) = median(rounds, || mirror.fresh_dump()).await;
     let objects = fresh.expect("dump").len();
-    let (read, view) = median(rounds, || async {
-        mirror
-            .barrier(Duration::from_secs(5))
-            .await
-            .expect("barrier");
-        reconciler_view(&mirror)
-    })
-    .await;
     let (barrier, ()) = median(rounds, || async {
         mirror
             .barrier(Duration::from_secs(5))
@@ -146,15 +179,15 @@ async fn main() {
     })
     .await;
 
-    // Following a burst: remove the N routes, then wait until the mirror has seen it all.
-    let empty = DesiredSystem {
+    // Following a burst: remove the N exposures, then wait until the mirror has seen it all.
+    let empty = Arc::new(DesiredSystem {
         ownership: want.ownership.clone(),
         links: want.links.clone(),
         ..Default::default()
-    };
+    });
     let status_before = *mirror.status().borrow();
     let t = Instant::now();
-    reconciler.reconcile(&empty).await.expect("removal");
+    reconciler.reconcile_shared(&empty).await.expect("removal");
     let removal = t.elapsed();
     mirror
         .barrier(Duration::from_secs(30))
@@ -170,24 +203,38 @@ async fn main() {
     });
     assert_eq!(left, 0, "the mirror still holds removed routes");
 
-    println!("N = {n} routes in table 200 ({objects} kernel objects in the namespace)");
+    println!(
+        "N = {n} exposed IPs (address + rule + route each; {objects} kernel objects in the namespace)"
+    );
+    println!("one exposure added / removed, median of {rounds}:");
+    println!(
+        "  reading by dumps:           {} / {}",
+        ms(by_dumps.0),
+        ms(by_dumps.1)
+    );
+    println!(
+        "  full plan from the mirror:  {} / {}",
+        ms(full.0),
+        ms(full.1)
+    );
+    println!(
+        "  delta:                      {} / {}",
+        ms(delta.0),
+        ms(delta.1)
+    );
+    println!(
+        "no-op reconcile: by dumps {}, delta {}",
+        ms(noop_dumps),
+        ms(noop_delta)
+    );
     println!(
         "mirror first sync (dump of every class): {}",
         ms(first_sync)
     );
-    println!(
-        "no-op reconcile today (dumps + plan), median of {rounds}: {}",
-        ms(noop)
-    );
     println!("full dump of every class, median: {}", ms(dump));
-    println!(
-        "mirror read (barrier + copy of {} objects the reconciler reads), median: {}",
-        view.len(),
-        ms(read)
-    );
     println!("mirror barrier alone, median: {}", ms(barrier));
     println!(
-        "removal of the {n} routes: {} (reconcile), mirror caught up after {} ({} events, {} resyncs)",
+        "removal of the {n} exposures: {} (reconcile), mirror caught up after {} ({} events, {} resyncs)",
         ms(removal),
         ms(caught_up),
         status.events - status_before.events,

@@ -63,6 +63,11 @@ pub type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// burst it is probably part of.
 const KERNEL_REPAIR_DELAY: Duration = Duration::from_millis(50);
 
+/// Every how many periodic reconciles the kernel mirror is replaced by a fresh dump: the
+/// drift repair of last resort, should the kernel ever change something without telling
+/// (hourly at the default `reconcile_interval`). The others plan every class against it.
+const MIRROR_RESYNC_EVERY: u64 = 12;
+
 /// What one pass of the loop was woken by; the reason logged with each reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wake {
@@ -328,7 +333,7 @@ impl Agent {
         desired: Arc<DesiredSystem>,
         why: &str,
     ) -> Result<(ChangeReport, Arc<DesiredSystem>), String> {
-        let result = match self.ctx.caps.reconciler.reconcile(&desired).await {
+        let result = match self.ctx.caps.reconciler.reconcile_shared(&desired).await {
             Ok(report) if report.is_noop() => {
                 debug!(reason = why, "reconciled: no change");
                 Ok((report, desired.clone()))
@@ -461,6 +466,7 @@ impl Agent {
             timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
         let kernel = ctx.caps.netlink.clone();
+        let mut periodic_runs: u64 = 0;
         loop {
             // Only cancel-safe waits race here (see the module documentation).
             let wake = tokio::select! {
@@ -504,7 +510,11 @@ impl Agent {
                     Wake::Backend => self.reconcile("backend change").await,
                     Wake::Periodic => {
                         self.refresh_protected().await;
-                        kernel.resync_next();
+                        periodic_runs += 1;
+                        kernel.plan_in_full_next();
+                        if periodic_runs.is_multiple_of(MIRROR_RESYNC_EVERY) {
+                            kernel.resync_next();
+                        }
                         self.reconcile("reconcile_interval").await;
                     }
                     Wake::Repair => self.repair("repair").await,

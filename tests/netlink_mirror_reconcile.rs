@@ -1,9 +1,10 @@
-//! The kernel reconciler reading the kernel mirror instead of dumping each class (issue 17),
-//! against the real kernel in a namespace of the test's own: along a random walk of desired
-//! states, with objects removed, added and links set down by hand between the steps, every
-//! reconcile through the mirror leaves the kernel where a reconcile by dumps finds nothing
-//! left to do; and an agent reconciler's `changed_behind_back` fires for a removal by hand, not
-//! for its own changes.
+//! The kernel reconciler reading the kernel mirror instead of dumping each class, and applying
+//! a change as a delta when nothing changed behind its back (issue 17), against the real kernel
+//! in a namespace of the test's own: along a random walk of desired states, with objects
+//! removed, added and links set down by hand between every other step, every reconcile
+//! through the mirror (a delta after an undisturbed step, a full plan after a disturbed one)
+//! leaves the kernel where a reconcile by dumps finds nothing left to do; and an agent
+//! reconciler's `changed_behind_back` fires for a removal by hand, not for its own changes.
 
 mod netlink_support;
 
@@ -177,20 +178,26 @@ async fn a_random_walk_through_the_mirror_leaves_nothing_for_a_reconcile_by_dump
     let mut rng = Walk::new(17);
     let mut previous = DesiredSystem::default();
     let mut changes = 0;
+    let mut delta_steps = 0;
     for step in 0..STEPS {
-        let disturbed = if step == 0 {
+        // Every other step is left alone: the reconcile after it is a delta.
+        let disturbed = if step % 2 == 0 {
             "nothing".to_owned()
         } else {
             disturb(&ns, &previous, &mut rng)
         };
         let d = desired(&mut rng);
         let context = format!("step {step} (by hand: {disturbed})");
+        let deltas = mirrored.deltas();
         let report = mirrored
             .reconcile(&d)
             .await
             .expect("reconcile via the mirror");
         assert_clean(&report, &context);
         changes += report.total_changes();
+        if mirrored.deltas() > deltas && report.total_changes() > 0 {
+            delta_steps += 1;
+        }
         let check = dumps.reconcile(&d).await.expect("reconcile by dumps");
         assert_clean(&check, &context);
         assert!(
@@ -208,6 +215,11 @@ async fn a_random_walk_through_the_mirror_leaves_nothing_for_a_reconcile_by_dump
     assert!(
         changes > STEPS * 4,
         "the walk changed too little to mean anything: {changes} changes"
+    );
+    // Steps 2, 4, ... (not 0: nothing to start from) follow an undisturbed kernel.
+    assert!(
+        delta_steps >= STEPS / 2 - 1,
+        "only {delta_steps} steps were applied as deltas"
     );
 }
 
@@ -228,7 +240,8 @@ async fn a_removal_by_hand_wakes_the_agent_and_its_own_changes_do_not() {
     let quiet = tokio::time::timeout(Duration::from_millis(300), r.changed_behind_back()).await;
     assert!(
         quiet.is_err(),
-        "the reconciler's own removals woke it as if done behind its back"
+        "the reconciler's own removals woke it as if done behind its back: {:?}",
+        r.mirror_status()
     );
     // By hand: one of its routes.
     let route = smaller

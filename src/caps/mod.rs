@@ -45,6 +45,15 @@ pub enum CapError {
 #[async_trait]
 pub trait SystemReconciler: Send + Sync {
     async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError>;
+
+    /// [`Self::reconcile`] of a state the caller shares: a reconciler that applies the next
+    /// state as a delta from this one keeps it without copying it.
+    async fn reconcile_shared(
+        &self,
+        desired: &std::sync::Arc<DesiredSystem>,
+    ) -> Result<ChangeReport, CapError> {
+        self.reconcile(desired).await
+    }
 }
 
 /// Keeps the agent's cookie flows on OVS bridges equal to `desired`; returns (added, removed).

@@ -421,6 +421,13 @@ impl ToolClasses {
 #[async_trait]
 impl SystemReconciler for CompositeReconciler {
     async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, CapError> {
+        self.reconcile_shared(&Arc::new(desired.clone())).await
+    }
+
+    async fn reconcile_shared(
+        &self,
+        desired: &Arc<DesiredSystem>,
+    ) -> Result<ChangeReport, CapError> {
         let mut report = ChangeReport::default();
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let ports_first = self.tool_wait.is_none() || self.ports_first(desired);
@@ -430,7 +437,7 @@ impl SystemReconciler for CompositeReconciler {
                 ports.errors.is_empty().then(|| desired.ovs_ports.clone());
             report.merge(ports);
         }
-        match self.kernel.reconcile(desired).await {
+        match self.kernel.reconcile_shared(desired).await {
             Ok(r) => report.merge(r),
             Err(e) => report.error("kernel", "netlink reconcile", e),
         }

@@ -122,6 +122,12 @@ fn set_rcvbuf_force(sock: &Socket) -> std::io::Result<()> {
 impl NetlinkConn {
     /// Open the socket inside the worker's namespace and start the connection task on the
     /// current runtime.
+    /// The socket's netlink port: the kernel's notifications of this connection's requests
+    /// carry it.
+    pub(crate) fn port(&self) -> u32 {
+        self.port
+    }
+
     pub async fn open(worker: &NetnsWorker, timeout: Duration) -> Result<Self, NetlinkError> {
         let netns = worker.target().describe();
         let (socket, port) = worker

@@ -434,6 +434,44 @@ impl MirrorState {
         self.objects.values()
     }
 
+    /// The routes of `table` with this destination and priority (every next hop of IPv6),
+    /// the kernel's identity of a route: what a route added with these would replace.
+    pub fn routes_at(
+        &self,
+        table: u32,
+        dst: ipnet::IpNet,
+        priority: u32,
+    ) -> impl Iterator<Item = &RouteNetlinkMessage> {
+        use rtnetlink::packet_route::route::RouteAddress;
+        let family = u8::from(match dst {
+            ipnet::IpNet::V4(_) => AddressFamily::Inet,
+            ipnet::IpNet::V6(_) => AddressFamily::Inet6,
+        });
+        // As `route_key` writes it: no Destination attribute for a default route.
+        let text = match dst {
+            _ if dst.prefix_len() == 0 => String::new(),
+            ipnet::IpNet::V4(n) => format!("{:?}", RouteAddress::Inet(n.network())),
+            ipnet::IpNet::V6(n) => format!("{:?}", RouteAddress::Inet6(n.network())),
+        };
+        let key = |oif, gateway: String| ObjectKey::Route {
+            family,
+            table,
+            dst_len: dst.prefix_len(),
+            dst: text.clone(),
+            src_len: 0,
+            src: String::new(),
+            tos: 0,
+            priority,
+            oif,
+            gateway,
+        };
+        let (start, end) = (
+            key(0, String::new()),
+            key(u32::MAX, "\u{10ffff}".to_owned()),
+        );
+        self.objects.range(start..=end).map(|(_, m)| m)
+    }
+
     /// Every link, as a link dump lists them.
     pub fn links(&self) -> impl Iterator<Item = &RouteNetlinkMessage> {
         self.objects
@@ -506,6 +544,9 @@ pub struct MirrorStatus {
     pub resyncs: u64,
     /// Complete syncs installed, the first included (see [`KernelMirror::resync`]).
     pub syncs: u64,
+    /// Changes in the reader's [`Interest`] not caused by its own requests (see
+    /// [`KernelMirror::take_dirty`]).
+    pub foreign: u64,
     /// Overflows of the monitor socket seen.
     pub overflows: u64,
 }
@@ -533,6 +574,110 @@ struct Shared {
     next_barrier: std::sync::atomic::AtomicU32,
     /// A resync asked for by [`KernelMirror::resync`].
     resync: tokio::sync::Notify,
+    interest: RwLock<Interest>,
+    dirty: std::sync::Mutex<Dirty>,
+}
+
+/// What the reader (the reconciler) owns, so that the mirror can tell it which changes were
+/// made by others: its netlink port (its own requests' notifications carry it), and the tables
+/// and devices whose objects it manages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Interest {
+    pub own_port: u32,
+    /// Routes of these tables, rules pointing to them.
+    pub tables: std::collections::HashSet<u32>,
+    /// Addresses, permanent neighbours and the link itself, by ifindex.
+    pub devices: std::collections::HashSet<u32>,
+}
+
+/// Changes in the [`Interest`] made by someone else since the last [`KernelMirror::take_dirty`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dirty {
+    /// Foreign changes of links, addresses, routes, rules and permanent neighbours.
+    pub objects: u64,
+    /// IPv6 address events (ifindex, address, present now): the kernel sends every one of them
+    /// as its own (port 0), so the reader compares them with what it asked for.
+    pub v6_addresses: Vec<(u32, ipnet::IpNet, bool)>,
+}
+
+impl Dirty {
+    pub fn is_empty(&self) -> bool {
+        self.objects == 0 && self.v6_addresses.is_empty()
+    }
+}
+
+/// How [`foreign_change`] classifies an event.
+enum Foreign {
+    No,
+    Object,
+    V6Address(u32, ipnet::IpNet),
+}
+
+/// Whether an event is a change of something in `interest` made by someone else. Called
+/// before the event is applied (a neighbour's previous state is needed).
+fn foreign_change(
+    state: &MirrorState,
+    interest: &Interest,
+    message: &RouteNetlinkMessage,
+    port: u32,
+) -> Foreign {
+    use RouteNetlinkMessage as M;
+    let v6_address = matches!(message, M::NewAddress(a) | M::DelAddress(a)
+        if a.header.family == AddressFamily::Inet6);
+    if port != 0 && port == interest.own_port {
+        return Foreign::No;
+    }
+    let Some(key) = ObjectKey::of(message) else {
+        return Foreign::No;
+    };
+    match (&key, message) {
+        (ObjectKey::Link(i), _) if interest.devices.contains(i) => Foreign::Object,
+        (ObjectKey::Address { index, .. }, M::NewAddress(a) | M::DelAddress(a))
+            if interest.devices.contains(index) =>
+        {
+            if v6_address && port == 0 {
+                // Parsed as a dump message would be (the kind does not matter here).
+                match addresses::parse(&M::NewAddress(a.clone())) {
+                    Some(o) => Foreign::V6Address(o.index, o.addr),
+                    None => Foreign::No,
+                }
+            } else {
+                Foreign::Object
+            }
+        }
+        (ObjectKey::Route { table, .. }, M::NewRoute(r) | M::DelRoute(r))
+            if interest.tables.contains(table) =>
+        {
+            // The kernel's own routes (of addresses, on links) are not the reader's.
+            if r.header.protocol == rtnetlink::packet_route::route::RouteProtocol::Kernel {
+                Foreign::No
+            } else {
+                Foreign::Object
+            }
+        }
+        (ObjectKey::Rule(_), M::NewRule(r) | M::DelRule(r)) => {
+            // Parsed as a dump message would be (the kind does not matter here).
+            let table = rules::parse(&M::NewRule(r.clone())).map(|r| r.table);
+            if table.is_some_and(|t| interest.tables.contains(&t)) {
+                Foreign::Object
+            } else {
+                Foreign::No
+            }
+        }
+        (ObjectKey::Neighbour { index, .. }, M::NewNeighbour(n) | M::DelNeighbour(n))
+            if interest.devices.contains(index) =>
+        {
+            // Only permanent entries are the reader's; learned ones churn on their own.
+            let permanent = |m: &RouteNetlinkMessage| matches!(m, M::NewNeighbour(n) if n.header.state == NeighbourState::Permanent);
+            let was = state.objects.get(&key).is_some_and(permanent);
+            if was || n.header.state == NeighbourState::Permanent {
+                Foreign::Object
+            } else {
+                Foreign::No
+            }
+        }
+        _ => Foreign::No,
+    }
 }
 
 /// The kernel view of one namespace, current without dumps. See the module documentation.
@@ -648,6 +793,8 @@ impl KernelMirror {
             caught_up: watch::channel(0).0,
             next_barrier: std::sync::atomic::AtomicU32::new(1),
             resync: tokio::sync::Notify::new(),
+            interest: RwLock::new(Interest::default()),
+            dirty: std::sync::Mutex::new(Dirty::default()),
         });
         let worker = Arc::new(worker);
         let task = tokio::spawn(follow(
@@ -732,6 +879,45 @@ impl KernelMirror {
         }
     }
 
+    /// Tell the mirror what the reader owns (see [`Interest`]); cheap when unchanged.
+    pub fn set_interest(&self, interest: Interest) {
+        let current = self
+            .shared
+            .interest
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if current != interest {
+            *self
+                .shared
+                .interest
+                .write()
+                .unwrap_or_else(|e| e.into_inner()) = interest;
+        }
+    }
+
+    /// The foreign changes in the interest since the last call, cleared. Resyncs are not in
+    /// it: compare [`MirrorStatus::syncs`].
+    pub fn take_dirty(&self) -> Dirty {
+        std::mem::take(&mut *self.shared.dirty.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The foreign changes held for the next [`Self::take_dirty`], left in place.
+    pub fn peek_dirty(&self) -> Dirty {
+        self.shared
+            .dirty
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Put changes taken with [`Self::take_dirty`] back, for the next reader.
+    pub fn restore_dirty(&self, taken: Dirty) {
+        let mut dirty = self.shared.dirty.lock().unwrap_or_else(|e| e.into_inner());
+        dirty.objects += taken.objects;
+        dirty.v6_addresses.extend(taken.v6_addresses);
+    }
+
     /// Read the mirror.
     pub fn read<T>(&self, f: impl FnOnce(&MirrorState) -> T) -> T {
         f(&self.shared.state.read().unwrap_or_else(|e| e.into_inner()))
@@ -795,8 +981,9 @@ fn decode(datagram: &[u8]) -> Vec<NetlinkMessage<RouteNetlinkMessage>> {
 
 /// One thing read from the monitor socket, classified.
 enum Event {
-    /// An object's message, and whether it carries `NLM_F_REPLACE`.
-    Object(RouteNetlinkMessage, bool),
+    /// An object's message, whether it carries `NLM_F_REPLACE`, and the netlink port of the
+    /// socket whose request caused it (0: the kernel itself, and every IPv6 address event).
+    Object(RouteNetlinkMessage, bool, u32),
     /// The answer to barrier request `seq`.
     Barrier(u32),
 }
@@ -805,9 +992,11 @@ fn events(messages: Vec<NetlinkMessage<RouteNetlinkMessage>>) -> Vec<Event> {
     messages
         .into_iter()
         .filter_map(|m| match m.payload {
-            NetlinkPayload::InnerMessage(inner) => {
-                Some(Event::Object(inner, m.header.flags & NLM_F_REPLACE != 0))
-            }
+            NetlinkPayload::InnerMessage(inner) => Some(Event::Object(
+                inner,
+                m.header.flags & NLM_F_REPLACE != 0,
+                m.header.port_number,
+            )),
             NetlinkPayload::Error(_) if m.header.sequence_number != 0 => {
                 Some(Event::Barrier(m.header.sequence_number))
             }
@@ -842,7 +1031,7 @@ async fn follow(
                 r = receive(&monitor) => match r {
                     Ok(Received::Messages(ms)) => for e in events(ms) {
                         match e {
-                            Event::Object(m, replace) => buffered.push((m, replace)),
+                            Event::Object(m, replace, _) => buffered.push((m, replace)),
                             Event::Barrier(s) => barriers_seen = barriers_seen.max(s),
                         }
                     },
@@ -917,13 +1106,26 @@ async fn follow(
             };
             let mut resync = false;
             let mut barrier = None;
-            let (mut events_n, mut removals) = (0, 0);
+            let (mut events_n, mut removals, mut foreign) = (0, 0, 0);
             {
                 let mut state = shared.state.write().unwrap_or_else(|e| e.into_inner());
+                let interest = shared.interest.read().unwrap_or_else(|e| e.into_inner());
+                let mut dirty = shared.dirty.lock().unwrap_or_else(|e| e.into_inner());
                 for e in events(ms) {
                     match e {
-                        Event::Object(m, replace) => {
+                        Event::Object(m, replace, port) => {
                             let removal = is_delete(&m);
+                            match foreign_change(&state, &interest, &m, port) {
+                                Foreign::No => {}
+                                Foreign::Object => {
+                                    dirty.objects += 1;
+                                    foreign += 1;
+                                }
+                                Foreign::V6Address(index, addr) => {
+                                    dirty.v6_addresses.push((index, addr, !removal));
+                                    foreign += 1;
+                                }
+                            }
                             match state.apply(m, replace) {
                                 Applied::Ignored => {}
                                 Applied::Changed => {
@@ -945,6 +1147,7 @@ async fn follow(
                 shared.status.send_modify(|s| {
                     s.events += events_n;
                     s.removals += removals;
+                    s.foreign += foreign;
                 });
             }
             if resync {

@@ -1,12 +1,14 @@
-//! The kernel reconciler: dump each object class once, diff against the desired state, apply the
-//! difference pipelined, touching only what [`Ownership`] gives the agent.
+//! The kernel reconciler: read each object class (from the [`KernelMirror`], kept current by
+//! the kernel's notifications; by dumps when there is none), diff against the desired state,
+//! apply the difference pipelined, touching only what [`Ownership`] gives the agent. When
+//! nothing the agent owns changed behind its back since the last reconcile, a new desired
+//! state is applied as a delta from the last one instead (see `apply_delta` and
+//! docs/kernel-mirror.md).
 //!
 //! Invalid and conflicting objects are screened out first ([`validate::screen`]) and what the
 //! kernel has under their identities is held. Each class is then planned by its own function
 //! from three inputs: the desired objects of that class, the held identities, and the class's
-//! observed objects. Nothing ties a plan to a full dump, so a later change can plan a delta
-//! from the changed objects and the observed ones under their identities, keeping the full
-//! dump for the periodic drift repair.
+//! observed objects.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
@@ -20,7 +22,7 @@ use rtnetlink::packet_route::route::RouteProtocol;
 use tokio::sync::watch;
 
 use super::conn::{NetlinkConn, REQUEST_TIMEOUT, Request};
-use super::mirror::{KernelMirror, MirrorOptions};
+use super::mirror::{Dirty, Interest, KernelMirror, MirrorOptions, MirrorStatus};
 use super::netns::{NetnsTarget, NetnsWorker};
 use super::validate::{self, Held};
 use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl};
@@ -217,9 +219,14 @@ pub struct NetlinkReconciler {
     mirror: Mutex<Option<Arc<KernelMirror>>>,
     /// The next reconcile replaces the mirror by a fresh dump first ([`Self::resync_next`]).
     resync_next: AtomicBool,
-    /// The mirror's removal and resync counts the last reconcile accounted for: more than
-    /// these means something removed kernel state behind the agent's back.
+    /// The next reconcile plans every class, not a delta ([`Self::plan_in_full_next`]).
+    full_next: AtomicBool,
+    /// The mirror's foreign-change and sync counts the last reconcile accounted for: more
+    /// than these means something changed kernel state behind the agent's back.
     seen: watch::Sender<Seen>,
+    /// The base of the next delta: what the last reconcile through the mirror applied.
+    last: Mutex<Option<Last>>,
+    deltas: std::sync::atomic::AtomicU64,
 }
 
 /// See `NetlinkReconciler::seen`.
@@ -227,8 +234,15 @@ pub struct NetlinkReconciler {
 struct Seen {
     /// The mirror the counts belong to (its address; 0: none).
     mirror: usize,
-    removals: u64,
-    resyncs: u64,
+    foreign: u64,
+    syncs: u64,
+}
+
+/// A desired state applied without error through one mirror, up to its sync `syncs`.
+struct Last {
+    mirror: usize,
+    syncs: u64,
+    desired: Arc<DesiredSystem>,
 }
 
 impl NetlinkReconciler {
@@ -242,7 +256,10 @@ impl NetlinkReconciler {
             use_mirror: true,
             mirror: Mutex::new(None),
             resync_next: AtomicBool::new(false),
+            full_next: AtomicBool::new(false),
             seen: watch::channel(Seen::default()).0,
+            last: Mutex::new(None),
+            deltas: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -258,6 +275,12 @@ impl NetlinkReconciler {
     /// without a notification.
     pub fn resync_next(&self) {
         self.resync_next.store(true, Ordering::Relaxed);
+    }
+
+    /// The next reconcile plans every class against the mirror instead of applying a delta:
+    /// the periodic full reconcile.
+    pub fn plan_in_full_next(&self) {
+        self.full_next.store(true, Ordering::Relaxed);
     }
 
     /// The working mirror, started on first use and replaced when it stopped; `None` (and a
@@ -296,12 +319,11 @@ impl NetlinkReconciler {
         *self.mirror.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    /// Wait until the kernel lost something behind the agent's back since the last reconcile
-    /// accounted for the mirror's counts: an object removed (a route or address deleted by
-    /// hand, a link deleted) or a resync (a link set down flushes its routes silently, an
-    /// overflow). The agent's own removals are accounted for by the reconcile that made them.
-    /// Additions by others are left to the periodic reconcile. Cancel-safe; never resolves
-    /// without a mirror.
+    /// Wait until something the agent owns changed in the kernel behind its back since the
+    /// last reconcile read the mirror: an object of an owned table or device added, changed or
+    /// removed by someone else (a route deleted by hand), or a resync (a link set down flushes
+    /// its routes silently, an overflow). The agent's own requests are told apart by their
+    /// netlink port. Cancel-safe; never resolves without a mirror.
     pub async fn changed_behind_back(&self) {
         let mut seen = self.seen.subscribe();
         loop {
@@ -318,11 +340,19 @@ impl NetlinkReconciler {
                         // Reduced to a bool at once: the watch guard is not Send.
                         alive = async {
                             status
-                                .wait_for(|s| s.removals > current.removals || s.resyncs > current.resyncs)
+                                .wait_for(|s| s.foreign > current.foreign || s.syncs > current.syncs)
                                 .await
                                 .is_ok()
                         } => {
                             if alive {
+                                if current.syncs == m.status().borrow().syncs
+                                    && self.only_echoes(&m)
+                                {
+                                    // Accounted for: wait on.
+                                    let foreign = m.status().borrow().foreign;
+                                    self.seen.send_modify(|s| s.foreign = s.foreign.max(foreign));
+                                    continue;
+                                }
                                 return;
                             }
                             // The mirror is gone: wait for the next reconcile.
@@ -338,6 +368,29 @@ impl NetlinkReconciler {
                     }
                 }
             }
+        }
+    }
+
+    /// Whether the foreign changes the mirror holds are only the kernel's late echo of the
+    /// IPv6 addresses the last reconcile applied (their duplicate address detection ending
+    /// after it): then they are consumed here; otherwise they are left for the reconcile.
+    fn only_echoes(&self, m: &KernelMirror) -> bool {
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|l| l.desired.clone());
+        let Some(desired) = last else {
+            return false;
+        };
+        let dirty = m.take_dirty();
+        let table = m.read(|s| LinkTable::from_messages(s.links()));
+        if only_expected(&dirty, &desired, &table) {
+            true
+        } else {
+            m.restore_dirty(dirty);
+            false
         }
     }
 
@@ -414,6 +467,22 @@ impl NetlinkReconciler {
     /// under its identity left alone, see `validate::screen`); it and every object that
     /// fails are reported in [`ChangeReport::errors`], and never stop the others.
     pub async fn reconcile(&self, desired: &DesiredSystem) -> Result<ChangeReport, NetlinkError> {
+        self.reconcile_shared(&Arc::new(desired.clone())).await
+    }
+
+    /// [`Self::reconcile`] of a state the caller shares: kept (not copied) as the base of
+    /// the next reconcile's delta.
+    ///
+    /// Through the mirror, a reconcile is a delta when nothing the agent owns changed in the
+    /// kernel behind its back since the last one ([`KernelMirror::take_dirty`]), the last one
+    /// applied everything, and the links, sysctls, ownership and local-route suppressions are
+    /// the same: then only the objects that differ between the two desired states are
+    /// applied, and nothing is read but the links and the routes a new route would replace.
+    /// Otherwise every class is planned against the mirror.
+    pub async fn reconcile_shared(
+        &self,
+        desired: &Arc<DesiredSystem>,
+    ) -> Result<ChangeReport, NetlinkError> {
         let mut report = ChangeReport::default();
         let screened = validate::screen(desired);
         for d in &screened.dropped {
@@ -425,31 +494,12 @@ impl NetlinkReconciler {
         }
         let s = self.session().await?;
         if let Some(m) = self.mirror().await {
-            let view = View::Mirror(&m, self.request_timeout);
-            let mut r = Ok(());
-            if self.resync_next.swap(false, Ordering::Relaxed) {
-                r = m.resync(self.request_timeout).await;
-            }
-            if r.is_ok() {
-                r = reconcile_in(&s, view, &screened.desired, &screened.held, &mut report).await;
-            }
-            if r.is_ok() {
-                // Account for the removals this reconcile made (and saw) itself.
-                r = view.catch_up().await;
-            }
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let r = self
+                .reconcile_mirrored(&s, &m, desired, &screened, last, &mut report)
+                .await;
             match r {
-                Ok(()) => {
-                    let status = *m.status().borrow();
-                    self.seen.send_if_modified(|seen| {
-                        let new = Seen {
-                            mirror: mirror_id(&m),
-                            removals: status.removals,
-                            resyncs: status.resyncs,
-                        };
-                        std::mem::replace(seen, new) != new
-                    });
-                    return Ok(report);
-                }
+                Ok(()) => return Ok(report),
                 Err(e @ NetlinkError::MirrorLost { .. }) => self.drop_mirror(&e),
                 Err(e) => {
                     let r = Err(e);
@@ -468,6 +518,100 @@ impl NetlinkReconciler {
         .await;
         self.forget_session_if_closed(&r);
         r.map(|()| report)
+    }
+
+    async fn reconcile_mirrored(
+        &self,
+        s: &Session,
+        m: &Arc<KernelMirror>,
+        desired: &Arc<DesiredSystem>,
+        screened: &validate::Screened<'_>,
+        last: Option<Last>,
+        report: &mut ChangeReport,
+    ) -> Result<(), NetlinkError> {
+        let view = View::Mirror(m, self.request_timeout);
+        let resync = self.resync_next.swap(false, Ordering::Relaxed);
+        let full = self.full_next.swap(false, Ordering::Relaxed) || resync;
+        if resync {
+            m.resync(self.request_timeout).await?;
+        }
+        view.catch_up().await?;
+        // Everything others did until now; what they do from here on is in the next one.
+        // The status first: every change it counts is in what is taken next.
+        let status = *m.status().borrow();
+        let dirty = m.take_dirty();
+        let table = view.links().await?;
+        m.set_interest(interest(desired, &table, s.conn.port()));
+        let delta = last.filter(|last| {
+            !full
+                && last.mirror == mirror_id(m)
+                && last.syncs == status.syncs
+                && screened.dropped.is_empty()
+                && same_structure(&last.desired, desired)
+                && only_expected(&dirty, &last.desired, &table)
+        });
+        let errors_before = report.errors.len();
+        match &delta {
+            Some(last) => {
+                apply_delta(s, m, &last.desired, desired, &table, report).await?;
+                self.deltas.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                reconcile_in(s, view, &screened.desired, &screened.held, report).await?;
+            }
+        }
+        // The reconciler's own changes are in the mirror before anything is recorded.
+        view.catch_up().await?;
+        let after = *m.status().borrow();
+        // What came in meanwhile: the kernel's echo of this reconcile's IPv6 addresses (sent
+        // as the kernel's own) is expected; anything else is left for the next reconcile, and
+        // wakes the host at once.
+        let late = m.take_dirty();
+        let unexpected = !late.is_empty() && {
+            let links = view.links().await?;
+            !only_expected(&late, desired, &links)
+        };
+        if unexpected {
+            m.restore_dirty(late);
+        }
+        // A state with objects screened out is no base for a delta: they were never applied.
+        if report.errors.len() == errors_before && screened.dropped.is_empty() {
+            *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Last {
+                mirror: mirror_id(m),
+                syncs: after.syncs,
+                desired: desired.clone(),
+            });
+        }
+        self.seen.send_if_modified(|seen| {
+            let new = Seen {
+                mirror: mirror_id(m),
+                foreign: if unexpected {
+                    status.foreign
+                } else {
+                    after.foreign
+                },
+                syncs: after.syncs,
+            };
+            std::mem::replace(seen, new) != new
+        });
+        Ok(())
+    }
+
+    /// The kernel mirror's counters and the foreign changes it holds for the next reconcile
+    /// (`None` without a mirror): for status output and tests.
+    pub fn mirror_status(&self) -> Option<(MirrorStatus, Dirty)> {
+        let m = self
+            .mirror
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        let status = *m.status().borrow();
+        Some((status, m.peek_dirty()))
+    }
+
+    /// Reconciles applied as a delta since the start (for tests and benchmarks).
+    pub fn deltas(&self) -> u64 {
+        self.deltas.load(Ordering::Relaxed)
     }
 
     /// Every address configured in the target namespace (both families) with the name of its
@@ -495,6 +639,273 @@ impl NetlinkReconciler {
         }
         Ok(out)
     }
+}
+
+/// What the reconciler owns, for the mirror to tell its own changes from others'.
+fn interest(desired: &DesiredSystem, table: &LinkTable, own_port: u32) -> Interest {
+    let own = &desired.ownership;
+    let tables = own
+        .tables
+        .iter()
+        .chain(&own.swept_tables)
+        .copied()
+        .collect();
+    let names = own
+        .address_devices
+        .iter()
+        .chain(&own.all_address_devices)
+        .chain(&own.neighbour_devices)
+        // An address re-added there brings its local route back.
+        .chain(desired.suppressed_local_routes.iter().map(|l| &l.dev))
+        .map(|n| n.as_str())
+        .chain(desired.links.iter().flat_map(|l| {
+            let peer = match &l.kind {
+                LinkKind::Veth { peer } => Some(peer.as_str()),
+                _ => None,
+            };
+            std::iter::once(l.name.as_str()).chain(peer)
+        }));
+    let devices = names
+        .filter_map(|n| table.by_name.get(n).map(|l| l.index))
+        .collect();
+    Interest {
+        own_port,
+        tables,
+        devices,
+    }
+}
+
+/// Whether the foreign changes in `dirty` are only the kernel's echo of IPv6 addresses as
+/// `desired` has them (present when desired, gone when not).
+fn only_expected(dirty: &Dirty, desired: &DesiredSystem, table: &LinkTable) -> bool {
+    dirty.objects == 0
+        && dirty.v6_addresses.iter().all(|(index, addr, present)| {
+            let dev = table.name_of(*index);
+            let wanted = InterfaceName::new(&dev).is_ok_and(|dev| {
+                desired
+                    .addresses
+                    .contains(&crate::system::AddressSpec { dev, addr: *addr })
+            });
+            wanted == *present
+        })
+}
+
+/// The parts a delta does not apply: any change there takes a full plan.
+fn same_structure(old: &DesiredSystem, new: &DesiredSystem) -> bool {
+    old.links == new.links
+        && old.sysctls == new.sysctls
+        && old.ownership == new.ownership
+        && old.suppressed_local_routes == new.suppressed_local_routes
+}
+
+/// Applies what differs between `old` (applied without error, and the kernel has not changed
+/// behind the agent's back since) and `new`: additions first, then removals, as a full plan
+/// orders them. Only the routes a new route would replace are read (from the mirror), to
+/// refuse replacing a routing daemon's route as the full plan does.
+async fn apply_delta(
+    s: &Session,
+    m: &KernelMirror,
+    old: &DesiredSystem,
+    new: &DesiredSystem,
+    table: &LinkTable,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    let mut adds = Plan::default();
+    let mut removes = Plan::default();
+    let missing = |dev: &InterfaceName| format!("device {dev} does not exist");
+    if std::ptr::eq(old, new) {
+        // The same state again (a repair): only the sysctls can have drifted unseen.
+        return reconcile_sysctls(&s.worker, &new.sysctls, report).await;
+    }
+
+    for a in new.addresses.difference(&old.addresses) {
+        match table.index(&a.dev) {
+            Some(i) => adds.push(
+                class::ADDRESSES,
+                Op::Add,
+                addresses::add_request(i, a.dev.as_str(), a.addr),
+            ),
+            None => report.error(
+                class::ADDRESSES,
+                format!("add address {} dev {}", a.addr, a.dev),
+                missing(&a.dev),
+            ),
+        }
+    }
+    for a in old.addresses.difference(&new.addresses) {
+        if let Some(i) = table.index(&a.dev) {
+            removes.push(
+                class::ADDRESSES,
+                Op::Remove,
+                addresses::delete_request(i, a.dev.as_str(), a.addr),
+            );
+        }
+    }
+
+    for r in new.rules.difference(&old.rules) {
+        adds.push(class::RULES, Op::Add, rules::add_request(r));
+    }
+    for r in old.rules.difference(&new.rules) {
+        removes.push(class::RULES, Op::Remove, rules::delete_spec_request(r));
+    }
+
+    let mut added: Vec<&RouteSpec> = new.routes.difference(&old.routes).collect();
+    // Device routes first: a gateway must be reachable when its route is added.
+    added.sort_by_key(|r| r.via.is_some());
+    let mut replaced: HashSet<routes::RouteIdentity> = HashSet::new();
+    m.read(|state| {
+        for spec in added {
+            let oif = match &spec.dev {
+                Some(d) => match table.index(d) {
+                    Some(i) => Some(i),
+                    None => {
+                        report.error(class::ROUTES, routes::describe(spec), missing(d));
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let key = routes::desired_key(spec, oif);
+            let id = &key.identity;
+            let there: Vec<routes::ObservedRoute> = state
+                .routes_at(id.table, id.dst, id.metric)
+                .filter_map(routes::parse)
+                .collect();
+            if there.iter().any(|r| {
+                r.protocol == RouteProtocol::Boot
+                    && r.key.as_ref().is_some_and(|k| {
+                        *k == key
+                            || (oif.is_none()
+                                && k.via.is_some()
+                                && routes::RouteKey {
+                                    oif: None,
+                                    ..k.clone()
+                                } == key)
+                    })
+            }) {
+                continue;
+            }
+            let swept = |r: &routes::ObservedRoute| {
+                new.ownership.swept_tables.contains(&r.identity.table)
+                    && r.identity.dst.prefix_len() > 0
+                    && routes::sweepable_protocol(r.protocol)
+            };
+            if let Some(f) = there
+                .iter()
+                .find(|r| r.protocol != RouteProtocol::Boot && !swept(r))
+            {
+                report.error(
+                    class::ROUTES,
+                    routes::describe(spec),
+                    format!(
+                        "a route of protocol {} with the same destination and metric is in the table; not replaced",
+                        u8::from(f.protocol)
+                    ),
+                );
+                continue;
+            }
+            let op = if there.is_empty() { Op::Add } else { Op::Change };
+            replaced.insert(key.identity.clone());
+            adds.push(class::ROUTES, op, routes::add_request(spec, oif));
+        }
+    });
+    for spec in old.routes.difference(&new.routes) {
+        let oif = match &spec.dev {
+            Some(d) => match table.index(d) {
+                Some(i) => Some(i),
+                // Gone with its device.
+                None => continue,
+            },
+            None => None,
+        };
+        if replaced.contains(&routes::desired_key(spec, oif).identity) {
+            continue;
+        }
+        removes.push(
+            class::ROUTES,
+            Op::Remove,
+            routes::delete_spec_request(spec, oif),
+        );
+    }
+
+    let changed: HashSet<(&InterfaceName, IpAddr)> = new
+        .neighbours
+        .difference(&old.neighbours)
+        .map(|n| (&n.dev, n.ip))
+        .collect();
+    let had: HashSet<(&InterfaceName, IpAddr)> = old
+        .neighbours
+        .difference(&new.neighbours)
+        .map(|n| (&n.dev, n.ip))
+        .collect();
+    for n in new.neighbours.difference(&old.neighbours) {
+        match table.index(&n.dev) {
+            Some(i) => {
+                let op = if had.contains(&(&n.dev, n.ip)) {
+                    Op::Change
+                } else {
+                    Op::Add
+                };
+                adds.push(
+                    class::NEIGHBOURS,
+                    op,
+                    neighbours::replace_request(i, n.dev.as_str(), n.ip, n.lladdr),
+                );
+            }
+            None => report.error(
+                class::NEIGHBOURS,
+                format!("replace neighbour {} dev {}", n.ip, n.dev),
+                missing(&n.dev),
+            ),
+        }
+    }
+    for n in old.neighbours.difference(&new.neighbours) {
+        if changed.contains(&(&n.dev, n.ip)) {
+            continue;
+        }
+        if let Some(i) = table.index(&n.dev) {
+            removes.push(
+                class::NEIGHBOURS,
+                Op::Remove,
+                neighbours::delete_request(i, n.dev.as_str(), n.ip),
+            );
+        }
+    }
+
+    for p in new.proxy_neighbours.difference(&old.proxy_neighbours) {
+        match table.index(&p.dev) {
+            Some(i) => adds.push(
+                class::PROXY_NEIGHBOURS,
+                Op::Add,
+                neighbours::add_proxy_request(i, p.dev.as_str(), p.ip),
+            ),
+            None => report.error(
+                class::PROXY_NEIGHBOURS,
+                format!("add proxy neighbour {} dev {}", p.ip, p.dev),
+                missing(&p.dev),
+            ),
+        }
+    }
+    for p in old.proxy_neighbours.difference(&new.proxy_neighbours) {
+        if let Some(i) = table.index(&p.dev) {
+            removes.push(
+                class::PROXY_NEIGHBOURS,
+                Op::Remove,
+                neighbours::delete_proxy_request(i, p.dev.as_str(), p.ip),
+            );
+        }
+    }
+
+    // Sysctls are not in the mirror: checked as in a full plan (a few files).
+    reconcile_sysctls(&s.worker, &new.sysctls, report).await?;
+    let any_address = !adds.requests.is_empty();
+    adds.apply(&s.conn, report).await?;
+    removes.apply(&s.conn, report).await?;
+    if any_address && !new.suppressed_local_routes.is_empty() {
+        let view = View::Mirror(m, REQUEST_TIMEOUT);
+        suppress_local_routes(&s.conn, view, new, table, report).await?;
+    }
+    Ok(())
 }
 
 fn mirror_id(m: &Arc<KernelMirror>) -> usize {

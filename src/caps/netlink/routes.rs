@@ -217,6 +217,20 @@ pub(crate) fn add_request(spec: &RouteSpec, oif: Option<u32>) -> Request {
     }
 }
 
+/// Delete the route `spec` describes, as [`add_request`] added it (protocol boot, its scope,
+/// type, next hop and metric: the kernel matches each).
+pub(crate) fn delete_spec_request(spec: &RouteSpec, oif: Option<u32>) -> Request {
+    let add = add_request(spec, oif);
+    let RouteNetlinkMessage::NewRoute(m) = add.message else {
+        unreachable!("add_request builds a NewRoute")
+    };
+    Request {
+        message: RouteNetlinkMessage::DelRoute(m),
+        flags: 0,
+        what: format!("delete {}", describe(spec)),
+    }
+}
+
 /// Whether a foreign route of `protocol` in a swept table ([`crate::system::Ownership::swept_tables`])
 /// is the agent's to replace or delete: not the kernel's own (routes of addresses) and not a
 /// routing daemon's (zebra 11, babel 42, FRR's 186-199: bgp, isis, ospf, rip, ripng, nhrp,

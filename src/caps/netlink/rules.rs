@@ -120,6 +120,19 @@ pub(crate) fn add_request(spec: &RuleSpec) -> Request {
     }
 }
 
+/// Delete the rule `spec` describes (what [`add_request`] added).
+pub(crate) fn delete_spec_request(spec: &RuleSpec) -> Request {
+    let add = add_request(spec);
+    let RouteNetlinkMessage::NewRule(m) = add.message else {
+        unreachable!("add_request builds a NewRule")
+    };
+    Request {
+        message: RouteNetlinkMessage::DelRule(m),
+        flags: 0,
+        what: format!("delete {}", describe(spec)),
+    }
+}
+
 /// Delete exactly the dumped rule: the kernel matches every attribute sent back.
 pub(crate) fn delete_request(rule: &ObservedRule) -> Request {
     let what = match &rule.spec {
