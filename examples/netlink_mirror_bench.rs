@@ -187,7 +187,12 @@ async fn main() {
     });
     let status_before = *mirror.status().borrow();
     let t = Instant::now();
-    reconciler.reconcile_shared(&empty).await.expect("removal");
+    let removed = reconciler.reconcile_shared(&empty).await.expect("removal");
+    assert!(
+        removed.errors.is_empty(),
+        "{:?}",
+        &removed.errors[..removed.errors.len().min(3)]
+    );
     let removal = t.elapsed();
     mirror
         .barrier(Duration::from_secs(30))
@@ -201,7 +206,32 @@ async fn main() {
             .filter(|k| matches!(k, ObjectKey::Route { table: 200, .. }))
             .count()
     });
-    assert_eq!(left, 0, "the mirror still holds removed routes");
+    if left > 0 {
+        mirror.read(|s| {
+            for (k, v) in s
+                .comparable_view()
+                .iter()
+                .filter(|(k, _)| matches!(k, ObjectKey::Route { table: 200, .. }))
+                .take(3)
+            {
+                eprintln!("left: {k:?} {v}");
+            }
+        });
+        let out = Command::new("ip")
+            .args(["-n", &ns.0, "route", "show", "table", "200"])
+            .output()
+            .expect("ip");
+        eprintln!(
+            "kernel table 200: {}",
+            String::from_utf8_lossy(&out.stdout).lines().count()
+        );
+    }
+    assert_eq!(
+        left,
+        0,
+        "the mirror still holds removed routes: {removed:?}, {status:?}, the reconciler's mirror {:?}",
+        reconciler.mirror_status().map(|s| s.0)
+    );
 
     println!(
         "N = {n} exposed IPs (address + rule + route each; {objects} kernel objects in the namespace)"

@@ -278,3 +278,56 @@ async fn a_removal_by_hand_wakes_the_agent_and_its_own_changes_do_not() {
     let quiet = tokio::time::timeout(Duration::from_millis(300), r.changed_behind_back()).await;
     assert!(quiet.is_err(), "woken again after the repair");
 }
+
+/// Removing the last IPv4 address of a device makes the kernel flush the IPv4 routes through
+/// it without a notification: the mirror resyncs, the reconcile that caused it is no base for
+/// a delta, and the host is woken to put a route it still wants back.
+#[tokio::test]
+async fn a_route_flushed_with_the_last_address_of_its_device_is_put_back() {
+    let ns = TestNetns::new();
+    let r = ns.reconciler();
+    let dumps = ns.reconciler().without_mirror();
+    let mut with_address = DesiredSystem::default();
+    with_address.links.insert(LinkSpec {
+        name: ifname("bgp-nic"),
+        kind: LinkKind::Ifb,
+        master: None,
+        mac: None,
+        up: true,
+    });
+    with_address.ownership.tables.insert(T);
+    with_address
+        .ownership
+        .address_devices
+        .insert(ifname("bgp-nic"));
+    with_address.routes.insert(RouteSpec {
+        table: T,
+        dst: net("10.8.0.0/24"),
+        route_type: RouteType::Unicast,
+        via: None,
+        dev: Some(ifname("bgp-nic")),
+        scope_link: true,
+        metric: None,
+    });
+    let without = with_address.clone();
+    with_address.addresses.insert(AddressSpec {
+        dev: ifname("bgp-nic"),
+        addr: net("10.9.0.1/32"),
+    });
+    let first = r.reconcile(&with_address).await.expect("first");
+    assert_clean(&first, "first");
+    let removal = r.reconcile(&without).await.expect("address removed");
+    assert_eq!(removal.removed.get("addresses"), Some(&1), "{removal:?}");
+    let table = ns.ip(&["route", "show", "table", &T.to_string()]);
+    assert!(
+        !table.contains("10.8.0.0/24"),
+        "the kernel flushed the route with the address (else this test tests nothing): {table}"
+    );
+    tokio::time::timeout(Duration::from_secs(1), r.changed_behind_back())
+        .await
+        .expect("the silent flush wakes the host");
+    let repaired = r.reconcile(&without).await.expect("repair");
+    assert_eq!(repaired.added.get("routes"), Some(&1), "{repaired:?}");
+    let check = dumps.reconcile(&without).await.expect("by dumps");
+    assert!(check.is_noop(), "{check:?}");
+}

@@ -378,11 +378,18 @@ impl MirrorState {
         }
         if is_delete(&message) || unnotified_neighbour(&message) {
             self.objects.remove(&key);
-            // A link deleted takes its IPv4 routes with it, unreported.
-            return if matches!(key, ObjectKey::Link(_)) {
-                Applied::NeedsResync
-            } else {
-                Applied::Changed
+            return match &key {
+                // A link deleted takes its IPv4 routes with it, unreported.
+                ObjectKey::Link(_) => Applied::NeedsResync,
+                // So does the last IPv4 address of a device going (the kernel disables IPv4
+                // there and flushes the routes through it without a notification).
+                ObjectKey::Address { family, index, .. }
+                    if *family == u8::from(AddressFamily::Inet)
+                        && !self.has_ipv4_address(*index) =>
+                {
+                    Applied::NeedsResync
+                }
+                _ => Applied::Changed,
             };
         }
         let went_down = match (&message, self.objects.get(&key)) {
@@ -398,6 +405,19 @@ impl MirrorState {
         } else {
             Applied::Changed
         }
+    }
+
+    fn has_ipv4_address(&self, index: u32) -> bool {
+        let family = u8::from(AddressFamily::Inet);
+        let start = ObjectKey::Address {
+            family,
+            index,
+            prefix_len: 0,
+            local: String::new(),
+        };
+        self.objects.range(start..).next().is_some_and(|(k, _)| {
+            matches!(k, ObjectKey::Address { family: f, index: i, .. } if *f == family && *i == index)
+        })
     }
 
     /// Every object, comparable with another state ([`comparable`]).

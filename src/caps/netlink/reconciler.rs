@@ -574,8 +574,13 @@ impl NetlinkReconciler {
         if unexpected {
             m.restore_dirty(late);
         }
+        // The mirror resynced meanwhile: the kernel flushed something silently (a link
+        // deleted, the last IPv4 address of a device removed takes the routes through it),
+        // maybe something still wanted. No base for a delta, and the host is woken at once
+        // (the resync is left unaccounted) to plan everything again.
+        let resynced = after.syncs != status.syncs;
         // A state with objects screened out is no base for a delta: they were never applied.
-        if report.errors.len() == errors_before && screened.dropped.is_empty() {
+        if report.errors.len() == errors_before && screened.dropped.is_empty() && !resynced {
             *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Last {
                 mirror: mirror_id(m),
                 syncs: after.syncs,
@@ -590,7 +595,7 @@ impl NetlinkReconciler {
                 } else {
                     after.foreign
                 },
-                syncs: after.syncs,
+                syncs: if resynced { status.syncs } else { after.syncs },
             };
             std::mem::replace(seen, new) != new
         });
