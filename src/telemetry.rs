@@ -95,6 +95,11 @@ struct DbLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct PlanLabels {
+    plan: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct DbTableLabels {
     database: String,
     table: String,
@@ -189,6 +194,65 @@ impl prometheus_client::collector::Collector for OvsdbCollector {
         for ((database, table), n) in rows {
             ConstGauge::new(n as i64)
                 .encode(m.encode_family(&DbTableLabels { database, table })?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The kernel mirror's and the kernel reconciler's counters (process-wide, read at scrape time).
+#[derive(Debug)]
+struct KernelCollector;
+
+impl prometheus_client::collector::Collector for KernelCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::MetricType;
+        use prometheus_client::metrics::counter::ConstCounter;
+
+        let k = &crate::caps::netlink::mirror::KERNEL_STATS;
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        for (name, help, value) in [
+            (
+                "kernel_mirror_events",
+                "Kernel notifications applied to the mirror of the kernel's objects",
+                load(&k.events),
+            ),
+            (
+                "kernel_foreign_changes",
+                "Changes to what the agent owns in the kernel made by someone else (repaired at once)",
+                load(&k.foreign),
+            ),
+            (
+                "kernel_mirror_resyncs",
+                "Full re-reads of the kernel after the first (overflow, silent flush, hourly check)",
+                load(&k.resyncs),
+            ),
+            (
+                "kernel_mirror_overflows",
+                "Overflows of the kernel notification socket (each followed by a resync)",
+                load(&k.overflows),
+            ),
+        ] {
+            let m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            ConstCounter::new(value).encode(m)?;
+        }
+        let mut m = encoder.encode_descriptor(
+            "kernel_reconciles",
+            "Kernel reconciles by plan: delta (only what changed), full (every class, from the mirror), dumps (no mirror)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (plan, value) in [
+            ("delta", load(&k.deltas)),
+            ("full", load(&k.full_plans)),
+            ("dumps", load(&k.by_dumps)),
+        ] {
+            ConstCounter::new(value).encode(m.encode_family(&PlanLabels {
+                plan: plan.to_owned(),
+            })?)?;
         }
         Ok(())
     }
@@ -441,6 +505,7 @@ impl Telemetry {
             t.driver_changes.clone(),
         );
         r.register_collector(Box::new(OvsdbCollector));
+        r.register_collector(Box::new(KernelCollector));
         r.register(
             "subprocess_runs",
             "Runs of the tools the agent drives (vtysh, ovs-vsctl, ovs-ofctl, ovs-appctl), by \

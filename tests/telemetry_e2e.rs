@@ -259,9 +259,24 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
         "ovn_bgp_agent_ovsdb_sessions_total{database=\"OVN_Northbound\"} ".to_owned(),
         "ovn_bgp_agent_ovsdb_rows{database=\"OVN_Northbound\",table=\"Logical_Switch_Port\"} "
             .to_owned(),
+        "ovn_bgp_agent_kernel_mirror_events_total ".to_owned(),
+        "ovn_bgp_agent_kernel_foreign_changes_total ".to_owned(),
     ] {
         assert!(text.contains(&line), "{line} not in /metrics:\n{text}");
     }
+    // The kernel is read from the mirror (the first reconcile plans in full), never by dumps.
+    let plans = |plan: &str| -> f64 {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "ovn_bgp_agent_kernel_reconciles_total{{plan=\"{plan}\"}} "
+                ))
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("kernel reconciles by plan {plan} not in /metrics:\n{text}"))
+    };
+    assert!(plans("full") >= 1.0, "{text}");
+    assert_eq!(plans("dumps"), 0.0, "{text}");
     let last_ok: f64 = text
         .lines()
         .find_map(|l| l.strip_prefix("ovn_bgp_agent_last_successful_reconcile_timestamp_seconds "))

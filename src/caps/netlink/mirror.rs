@@ -329,6 +329,38 @@ pub fn comparable(message: &RouteNetlinkMessage) -> Option<String> {
     Some(out)
 }
 
+/// Counters of every mirror and kernel reconcile of the process, for the metrics (one agent
+/// has one of each; tests with several sum them).
+#[derive(Debug, Default)]
+pub struct KernelStats {
+    /// Notifications applied.
+    pub events: std::sync::atomic::AtomicU64,
+    /// Of which changes in the reconciler's interest made by someone else.
+    pub foreign: std::sync::atomic::AtomicU64,
+    /// Full resyncs after the first sync.
+    pub resyncs: std::sync::atomic::AtomicU64,
+    /// Overflows of a monitor socket.
+    pub overflows: std::sync::atomic::AtomicU64,
+    /// Kernel reconciles applied as a delta / planned in full from the mirror / by dumps.
+    pub deltas: std::sync::atomic::AtomicU64,
+    pub full_plans: std::sync::atomic::AtomicU64,
+    pub by_dumps: std::sync::atomic::AtomicU64,
+}
+
+pub static KERNEL_STATS: KernelStats = KernelStats {
+    events: std::sync::atomic::AtomicU64::new(0),
+    foreign: std::sync::atomic::AtomicU64::new(0),
+    resyncs: std::sync::atomic::AtomicU64::new(0),
+    overflows: std::sync::atomic::AtomicU64::new(0),
+    deltas: std::sync::atomic::AtomicU64::new(0),
+    full_plans: std::sync::atomic::AtomicU64::new(0),
+    by_dumps: std::sync::atomic::AtomicU64::new(0),
+};
+
+fn count(counter: &std::sync::atomic::AtomicU64, n: u64) {
+    counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Every object of the mirror, by key.
 #[derive(Default, Clone)]
 pub struct MirrorState {
@@ -1057,6 +1089,7 @@ async fn follow(
                     },
                     Ok(Received::Overflow) => {
                         shared.status.send_modify(|s| s.overflows += 1);
+                        count(&KERNEL_STATS.overflows, 1);
                         tracing::warn!(%netns, "netlink monitor overflowed during a sync: starting again");
                         continue 'sync;
                     }
@@ -1093,6 +1126,7 @@ async fn follow(
             s.synced = true;
             s.syncs += 1;
             if !first {
+                count(&KERNEL_STATS.resyncs, 1);
                 s.resyncs += 1;
             }
         });
@@ -1116,6 +1150,7 @@ async fn follow(
                 Ok(Received::Messages(ms)) => ms,
                 Ok(Received::Overflow) => {
                     shared.status.send_modify(|s| s.overflows += 1);
+                    count(&KERNEL_STATS.overflows, 1);
                     tracing::warn!(%netns, "netlink monitor overflowed: resync");
                     continue 'sync;
                 }
@@ -1164,6 +1199,8 @@ async fn follow(
                 }
             }
             if events_n > 0 {
+                count(&KERNEL_STATS.events, events_n);
+                count(&KERNEL_STATS.foreign, foreign);
                 shared.status.send_modify(|s| {
                     s.events += events_n;
                     s.removals += removals;

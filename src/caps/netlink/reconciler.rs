@@ -22,7 +22,7 @@ use rtnetlink::packet_route::route::RouteProtocol;
 use tokio::sync::watch;
 
 use super::conn::{NetlinkConn, REQUEST_TIMEOUT, Request};
-use super::mirror::{Dirty, Interest, KernelMirror, MirrorOptions, MirrorStatus};
+use super::mirror::{Dirty, Interest, KERNEL_STATS, KernelMirror, MirrorOptions, MirrorStatus};
 use super::netns::{NetnsTarget, NetnsWorker};
 use super::validate::{self, Held};
 use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl};
@@ -516,6 +516,7 @@ impl NetlinkReconciler {
             &mut report,
         )
         .await;
+        KERNEL_STATS.by_dumps.fetch_add(1, Ordering::Relaxed);
         self.forget_session_if_closed(&r);
         r.map(|()| report)
     }
@@ -555,9 +556,11 @@ impl NetlinkReconciler {
             Some(last) => {
                 apply_delta(s, m, &last.desired, desired, &table, report).await?;
                 self.deltas.fetch_add(1, Ordering::Relaxed);
+                KERNEL_STATS.deltas.fetch_add(1, Ordering::Relaxed);
             }
             None => {
                 reconcile_in(s, view, &screened.desired, &screened.held, report).await?;
+                KERNEL_STATS.full_plans.fetch_add(1, Ordering::Relaxed);
             }
         }
         // The reconciler's own changes are in the mirror before anything is recorded.
