@@ -103,7 +103,7 @@ fn desired(rng: &mut Walk) -> DesiredSystem {
 
 /// Something done by hand to the state `d` left, as an operator (or another tool) would.
 fn disturb(ns: &TestNetns, d: &DesiredSystem, rng: &mut Walk) -> String {
-    match rng.below(6) {
+    match rng.below(7) {
         0 if !d.routes.is_empty() => {
             let r = d.routes.iter().nth(rng.below(d.routes.len())).unwrap();
             let dst = r.dst.to_string();
@@ -157,6 +157,17 @@ fn disturb(ns: &TestNetns, d: &DesiredSystem, rng: &mut Walk) -> String {
                 "200",
             ]);
             format!("rule to {dst} deleted")
+        }
+        // No notification at all for proxies: read on every reconcile.
+        5 if !d.proxy_neighbours.is_empty() => {
+            let p = d
+                .proxy_neighbours
+                .iter()
+                .nth(rng.below(d.proxy_neighbours.len()))
+                .unwrap();
+            let ip = p.ip.to_string();
+            ns.ip(&["-6", "neigh", "del", "proxy", &ip, "dev", "br-ex"]);
+            format!("proxy {ip} deleted")
         }
         _ => "nothing".to_owned(),
     }

@@ -98,9 +98,9 @@ pub(crate) fn signals_lost_answers(message: &NetlinkMessage<RouteNetlinkMessage>
     matches!(message.payload, NetlinkPayload::Overrun(_))
 }
 
-fn set_rcvbuf_force(sock: &Socket) -> std::io::Result<()> {
+/// `SO_RCVBUFFORCE` (past the system's cap, with CAP_NET_ADMIN), else the capped `SO_RCVBUF`.
+pub(crate) fn set_rcvbuf_force(sock: &Socket, size: libc::c_int) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let size = RCVBUF;
     // SAFETY: plain setsockopt on a socket we own, with a c_int value of the right size.
     let rc = unsafe {
         libc::setsockopt(
@@ -134,7 +134,7 @@ impl NetlinkConn {
             .run(|| -> std::io::Result<(Socket, u32)> {
                 let mut sock = Socket::new(NETLINK_ROUTE)?;
                 let port = sock.bind_auto()?.port_number();
-                set_rcvbuf_force(&sock)?;
+                set_rcvbuf_force(&sock, RCVBUF)?;
                 // Short acks: a failed request does not echo the whole message back.
                 sock.set_cap_ack(true)?;
                 // EXT_ACK stays off: netlink-packet-core does not decode its TLVs.

@@ -23,12 +23,11 @@
 //! entries (never the agent's). Next-hop liveness flags of IPv4 routes (`linkdown`) also change
 //! silently with the carrier.
 
-// Unsafe code allowed in this file only: setsockopt on the monitor socket.
+// Unsafe code allowed in this file only: registering the monitor socket's fd with tokio.
 #![allow(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -748,24 +747,6 @@ impl Drop for KernelMirror {
     }
 }
 
-fn set_rcvbuf(sock: &Socket, size: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: plain setsockopt on a socket we own, with a c_int value of the right size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            &size as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        sock.set_rx_buf_sz(size)
-    }
-}
-
 /// Every class the mirror holds, dumped afresh over `conn`.
 pub async fn dump_everything(conn: &NetlinkConn) -> Result<MirrorState, NetlinkError> {
     let mut all = conn.dump("links", links::dump_request()).await?;
@@ -818,7 +799,7 @@ impl KernelMirror {
             .run(move || -> std::io::Result<Socket> {
                 let mut sock = Socket::new(NETLINK_ROUTE)?;
                 sock.bind_auto()?;
-                set_rcvbuf(&sock, rcvbuf)?;
+                super::conn::set_rcvbuf_force(&sock, rcvbuf)?;
                 sock.set_cap_ack(true)?;
                 for g in GROUPS {
                     sock.add_membership(g)?;

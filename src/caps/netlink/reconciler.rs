@@ -684,18 +684,38 @@ fn interest(desired: &DesiredSystem, table: &LinkTable, own_port: u32) -> Intere
 }
 
 /// Whether the foreign changes in `dirty` are only the kernel's echo of IPv6 addresses as
-/// `desired` has them (present when desired, gone when not).
+/// `desired` has them (present when desired, gone when not), or IPv6 addresses the agent does
+/// not manage.
 fn only_expected(dirty: &Dirty, desired: &DesiredSystem, table: &LinkTable) -> bool {
-    dirty.objects == 0
-        && dirty.v6_addresses.iter().all(|(index, addr, present)| {
-            let dev = table.name_of(*index);
-            let wanted = InterfaceName::new(&dev).is_ok_and(|dev| {
-                desired
-                    .addresses
-                    .contains(&crate::system::AddressSpec { dev, addr: *addr })
-            });
-            wanted == *present
-        })
+    if dirty.objects != 0 {
+        return false;
+    }
+    // What each address ended as: added then removed (one state, then the next) is absent.
+    let mut last: HashMap<(u32, IpNet), bool> = HashMap::new();
+    for (index, addr, present) in &dirty.v6_addresses {
+        last.insert((*index, *addr), *present);
+    }
+    last.into_iter().all(|((index, addr), present)| {
+        let dev = table.name_of(index);
+        // Addresses the agent never manages there (the kernel's link-local /64, an
+        // operator's prefix): only host addresses are the agent's, except on the devices
+        // whose every address is.
+        let managed = addr.prefix_len() == addr.max_prefix_len()
+            || desired
+                .ownership
+                .all_address_devices
+                .iter()
+                .any(|d| d.as_str() == dev);
+        if !managed {
+            return true;
+        }
+        let wanted = InterfaceName::new(&dev).is_ok_and(|dev| {
+            desired
+                .addresses
+                .contains(&crate::system::AddressSpec { dev, addr })
+        });
+        wanted == present
+    })
 }
 
 /// The parts a delta does not apply: any change there takes a full plan.
@@ -721,34 +741,48 @@ async fn apply_delta(
     let mut adds = Plan::default();
     let mut removes = Plan::default();
     let missing = |dev: &InterfaceName| format!("device {dev} does not exist");
+    // Neither sysctls nor proxy neighbours are in the mirror (no notifications): checked as
+    // in a full plan, also when the state is the same again (a repair).
+    reconcile_sysctls(&s.worker, &new.sysctls, report).await?;
+    let p4 = s
+        .conn
+        .dump(
+            "ipv4 proxy neighbours",
+            neighbours::dump_request(false, true),
+        )
+        .await?;
+    let p6 = s
+        .conn
+        .dump(
+            "ipv6 proxy neighbours",
+            neighbours::dump_request(true, true),
+        )
+        .await?;
+    plan_proxies(
+        new,
+        &Held::default(),
+        table,
+        p4.iter().chain(&p6),
+        &mut adds,
+        &mut removes,
+        report,
+    );
     if std::ptr::eq(old, new) {
-        // The same state again (a repair): only the sysctls can have drifted unseen.
-        return reconcile_sysctls(&s.worker, &new.sysctls, report).await;
+        adds.apply(&s.conn, report).await?;
+        return removes.apply(&s.conn, report).await;
     }
 
-    for a in new.addresses.difference(&old.addresses) {
-        match table.index(&a.dev) {
-            Some(i) => adds.push(
-                class::ADDRESSES,
-                Op::Add,
-                addresses::add_request(i, a.dev.as_str(), a.addr),
-            ),
-            None => report.error(
-                class::ADDRESSES,
-                format!("add address {} dev {}", a.addr, a.dev),
-                missing(&a.dev),
-            ),
-        }
-    }
-    for a in old.addresses.difference(&new.addresses) {
-        if let Some(i) = table.index(&a.dev) {
-            removes.push(
-                class::ADDRESSES,
-                Op::Remove,
-                addresses::delete_request(i, a.dev.as_str(), a.addr),
-            );
-        }
-    }
+    delta_per_device(
+        (&new.addresses, &old.addresses),
+        table,
+        class::ADDRESSES,
+        |a| &a.dev,
+        |i, a| addresses::add_request(i, a.dev.as_str(), a.addr),
+        |a| format!("add address {} dev {}", a.addr, a.dev),
+        |i, a| addresses::delete_request(i, a.dev.as_str(), a.addr),
+        (&mut adds, &mut removes),
+        report,
+    );
 
     for r in new.rules.difference(&old.rules) {
         adds.push(class::RULES, Op::Add, rules::add_request(r));
@@ -880,32 +914,6 @@ async fn apply_delta(
         }
     }
 
-    for p in new.proxy_neighbours.difference(&old.proxy_neighbours) {
-        match table.index(&p.dev) {
-            Some(i) => adds.push(
-                class::PROXY_NEIGHBOURS,
-                Op::Add,
-                neighbours::add_proxy_request(i, p.dev.as_str(), p.ip),
-            ),
-            None => report.error(
-                class::PROXY_NEIGHBOURS,
-                format!("add proxy neighbour {} dev {}", p.ip, p.dev),
-                missing(&p.dev),
-            ),
-        }
-    }
-    for p in old.proxy_neighbours.difference(&new.proxy_neighbours) {
-        if let Some(i) = table.index(&p.dev) {
-            removes.push(
-                class::PROXY_NEIGHBOURS,
-                Op::Remove,
-                neighbours::delete_proxy_request(i, p.dev.as_str(), p.ip),
-            );
-        }
-    }
-
-    // Sysctls are not in the mirror: checked as in a full plan (a few files).
-    reconcile_sysctls(&s.worker, &new.sysctls, report).await?;
     let any_address = !adds.requests.is_empty();
     adds.apply(&s.conn, report).await?;
     removes.apply(&s.conn, report).await?;
@@ -914,6 +922,38 @@ async fn apply_delta(
         suppress_local_routes(&s.conn, view, new, table, report).await?;
     }
     Ok(())
+}
+
+/// The delta of a class whose objects sit on one device each (addresses):
+/// what `new` adds is added, what it drops is removed; a missing device is an error for the
+/// objects to add (those to remove went with it).
+#[allow(clippy::too_many_arguments)]
+fn delta_per_device<T: Ord>(
+    (new, old): (&BTreeSet<T>, &BTreeSet<T>),
+    table: &LinkTable,
+    class: &'static str,
+    dev: impl Fn(&T) -> &InterfaceName,
+    add: impl Fn(u32, &T) -> Request,
+    describe_add: impl Fn(&T) -> String,
+    remove: impl Fn(u32, &T) -> Request,
+    (adds, removes): (&mut Plan, &mut Plan),
+    report: &mut ChangeReport,
+) {
+    for o in new.difference(old) {
+        match table.index(dev(o)) {
+            Some(i) => adds.push(class, Op::Add, add(i, o)),
+            None => report.error(
+                class,
+                describe_add(o),
+                format!("device {} does not exist", dev(o)),
+            ),
+        }
+    }
+    for o in old.difference(new) {
+        if let Some(i) = table.index(dev(o)) {
+            removes.push(class, Op::Remove, remove(i, o));
+        }
+    }
 }
 
 fn mirror_id(m: &Arc<KernelMirror>) -> usize {
