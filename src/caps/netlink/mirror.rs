@@ -635,8 +635,15 @@ struct Shared {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Interest {
     pub own_port: u32,
-    /// Routes of these tables, rules pointing to them.
+    /// Routes of these tables (the agent's, `proto boot`, and any that replaced one of
+    /// them), rules pointing to them.
     pub tables: std::collections::HashSet<u32>,
+    /// Tables whose foreign routes the agent sweeps: every route a routing daemon or the
+    /// kernel does not own.
+    pub swept_tables: std::collections::HashSet<u32>,
+    /// Every route of `tables` matters, whatever its protocol (the reader's last state was
+    /// not fully applied: a conflicting route going away must be seen).
+    pub strict: bool,
     /// Addresses, permanent neighbours and the link itself, by ifindex.
     pub devices: std::collections::HashSet<u32>,
 }
@@ -696,20 +703,34 @@ fn foreign_change(
                 Foreign::Object
             }
         }
-        (ObjectKey::Route { table, .. }, M::NewRoute(r) | M::DelRoute(r))
-            if interest.tables.contains(table) =>
-        {
-            // The kernel's own routes (of addresses, on links) are not the reader's.
-            if r.header.protocol == rtnetlink::packet_route::route::RouteProtocol::Kernel {
-                Foreign::No
+        (ObjectKey::Route { table, .. }, M::NewRoute(r) | M::DelRoute(r)) => {
+            use rtnetlink::packet_route::route::RouteProtocol;
+            let protocol = r.header.protocol;
+            let was_boot = matches!(state.objects.get(&key),
+                Some(M::NewRoute(old)) if old.header.protocol == RouteProtocol::Boot);
+            let relevant = if interest.swept_tables.contains(table) {
+                super::routes::sweepable_protocol(protocol) || was_boot
+            } else if interest.tables.contains(table) {
+                // A routing daemon's routes (an EVPN VRF's BGP routes) churn on their own;
+                // the kernel's own (of addresses) are never the reader's.
+                protocol == RouteProtocol::Boot
+                    || was_boot
+                    || (interest.strict && protocol != RouteProtocol::Kernel)
             } else {
+                false
+            };
+            if relevant {
                 Foreign::Object
+            } else {
+                Foreign::No
             }
         }
         (ObjectKey::Rule(_), M::NewRule(r) | M::DelRule(r)) => {
             // Parsed as a dump message would be (the kind does not matter here).
             let table = rules::parse(&M::NewRule(r.clone())).map(|r| r.table);
-            if table.is_some_and(|t| interest.tables.contains(&t)) {
+            if table
+                .is_some_and(|t| interest.tables.contains(&t) || interest.swept_tables.contains(&t))
+            {
                 Foreign::Object
             } else {
                 Foreign::No
@@ -1213,6 +1234,69 @@ mod tests {
         ));
         m.attributes.push(RouteAttribute::Priority(prio));
         RouteNetlinkMessage::NewRoute(m)
+    }
+
+    fn with_protocol(
+        m: RouteNetlinkMessage,
+        protocol: rtnetlink::packet_route::route::RouteProtocol,
+    ) -> RouteNetlinkMessage {
+        let RouteNetlinkMessage::NewRoute(mut r) = m else {
+            unreachable!()
+        };
+        r.header.protocol = protocol;
+        RouteNetlinkMessage::NewRoute(r)
+    }
+
+    fn is_foreign(f: Foreign) -> bool {
+        !matches!(f, Foreign::No)
+    }
+
+    #[test]
+    fn which_route_changes_of_others_matter_to_the_reconciler() {
+        use rtnetlink::packet_route::route::RouteProtocol;
+        let bgp = RouteProtocol::from(186u8);
+        let interest = Interest {
+            own_port: 77,
+            tables: [200].into(),
+            swept_tables: [300].into(),
+            devices: Default::default(),
+            strict: false,
+        };
+        let mut s = MirrorState::default();
+        let ours = with_protocol(route(200, [10, 0, 0, 1].into(), 32, 0), RouteProtocol::Boot);
+        // The reconciler's own request: never foreign.
+        assert!(!is_foreign(foreign_change(&s, &interest, &ours, 77)));
+        // A route of the agent's protocol added by hand: foreign.
+        assert!(is_foreign(foreign_change(&s, &interest, &ours, 5)));
+        s.apply(ours, false);
+        // A routing daemon's route of its own in an owned table churns on its own...
+        let daemon = with_protocol(route(200, [10, 0, 0, 2].into(), 32, 0), bgp);
+        assert!(!is_foreign(foreign_change(&s, &interest, &daemon, 5)));
+        // ...unless it replaces one of the agent's (same identity),
+        let replacing = with_protocol(route(200, [10, 0, 0, 1].into(), 32, 0), bgp);
+        assert!(is_foreign(foreign_change(&s, &interest, &replacing, 5)));
+        // or the last state was not applied in full (a conflict may have cleared).
+        let strict = Interest {
+            strict: true,
+            ..interest.clone()
+        };
+        assert!(is_foreign(foreign_change(&s, &strict, &daemon, 5)));
+        // The kernel's own routes never matter; nor do tables the reconciler does not own.
+        let kernel = with_protocol(
+            route(200, [10, 0, 0, 3].into(), 32, 0),
+            RouteProtocol::Kernel,
+        );
+        assert!(!is_foreign(foreign_change(&s, &strict, &kernel, 0)));
+        let elsewhere = with_protocol(route(254, [10, 0, 0, 4].into(), 32, 0), RouteProtocol::Boot);
+        assert!(!is_foreign(foreign_change(&s, &interest, &elsewhere, 5)));
+        // In a swept table every route the agent may sweep matters, a daemon's does not.
+        let stray = with_protocol(
+            route(300, [10, 0, 0, 5].into(), 32, 0),
+            RouteProtocol::Static,
+        );
+        assert!(is_foreign(foreign_change(&s, &interest, &stray, 5)));
+        let daemon_swept = with_protocol(route(300, [10, 0, 0, 6].into(), 32, 0), bgp);
+        assert!(!is_foreign(foreign_change(&s, &interest, &daemon_swept, 5)));
     }
 
     #[test]

@@ -542,7 +542,6 @@ impl NetlinkReconciler {
         let status = *m.status().borrow();
         let dirty = m.take_dirty();
         let table = view.links().await?;
-        m.set_interest(interest(desired, &table, s.conn.port()));
         let delta = last.filter(|last| {
             !full
                 && last.mirror == mirror_id(m)
@@ -570,10 +569,8 @@ impl NetlinkReconciler {
         // as the kernel's own) is expected; anything else is left for the next reconcile, and
         // wakes the host at once.
         let late = m.take_dirty();
-        let unexpected = !late.is_empty() && {
-            let links = view.links().await?;
-            !only_expected(&late, desired, &links)
-        };
+        let links = view.links().await?;
+        let unexpected = !late.is_empty() && !only_expected(&late, desired, &links);
         if unexpected {
             m.restore_dirty(late);
         }
@@ -583,7 +580,11 @@ impl NetlinkReconciler {
         // (the resync is left unaccounted) to plan everything again.
         let resynced = after.syncs != status.syncs;
         // A state with objects screened out is no base for a delta: they were never applied.
-        if report.errors.len() == errors_before && screened.dropped.is_empty() && !resynced {
+        let base = report.errors.len() == errors_before && screened.dropped.is_empty() && !resynced;
+        // Without a base, any change of a route in an owned table matters (a routing daemon's
+        // route that kept one of the agent's out may have gone).
+        m.set_interest(interest(desired, &links, s.conn.port(), !base));
+        if base {
             *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Last {
                 mirror: mirror_id(m),
                 syncs: after.syncs,
@@ -650,14 +651,10 @@ impl NetlinkReconciler {
 }
 
 /// What the reconciler owns, for the mirror to tell its own changes from others'.
-fn interest(desired: &DesiredSystem, table: &LinkTable, own_port: u32) -> Interest {
+fn interest(desired: &DesiredSystem, table: &LinkTable, own_port: u32, strict: bool) -> Interest {
     let own = &desired.ownership;
-    let tables = own
-        .tables
-        .iter()
-        .chain(&own.swept_tables)
-        .copied()
-        .collect();
+    let tables = own.tables.iter().copied().collect();
+    let swept_tables = own.swept_tables.iter().copied().collect();
     let names = own
         .address_devices
         .iter()
@@ -679,7 +676,9 @@ fn interest(desired: &DesiredSystem, table: &LinkTable, own_port: u32) -> Intere
     Interest {
         own_port,
         tables,
+        swept_tables,
         devices,
+        strict,
     }
 }
 
