@@ -85,23 +85,45 @@ fn index_remove(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &Uu
     }
 }
 
+/// Ports of an index entry, kept in the order every reader wants them (logical port name, then
+/// uuid: exposures and their "first producer wins" rule must not depend on hash order), so a
+/// read is a walk, not a sort of the entry per event.
+type PortSet = BTreeSet<(String, Uuid)>;
+
+fn port_key(port: &PortBinding) -> (String, Uuid) {
+    (port.logical_port.clone(), port.uuid.clone())
+}
+
+fn port_index_insert(index: &mut HashMap<String, PortSet>, key: &str, port: &PortBinding) {
+    index.entry(key.to_owned()).or_default().insert(port_key(port));
+}
+
+fn port_index_remove(index: &mut HashMap<String, PortSet>, key: &str, port: &PortBinding) {
+    if let Some(set) = index.get_mut(key) {
+        set.remove(&port_key(port));
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
 /// The rows plus incremental indexes.
 #[derive(Debug, Default, Clone)]
 pub struct SbModel {
     ports: HashMap<Uuid, PortBinding>,
     by_name: HashMap<String, Uuid>,
-    by_chassis: HashMap<String, HashSet<Uuid>>,
-    by_datapath: HashMap<String, HashSet<Uuid>>,
+    by_chassis: HashMap<String, PortSet>,
+    by_datapath: HashMap<String, PortSet>,
     /// Localnet ports by datapath: decides whether a datapath is a provider network.
-    localnet_by_datapath: HashMap<String, HashSet<Uuid>>,
+    localnet_by_datapath: HashMap<String, PortSet>,
     /// Localnet ports by `options:network_name`: the VLAN tags of a physnet.
-    localnet_by_physnet: HashMap<String, HashSet<Uuid>>,
+    localnet_by_physnet: HashMap<String, PortSet>,
     /// Patch ports with a `nat_addresses` entry resident on a port, by that port's name.
-    nat_by_resident: HashMap<String, HashSet<Uuid>>,
+    nat_by_resident: HashMap<String, PortSet>,
     /// Octavia OVN-provider VIP ports (`neutron:port_name = ovn-lb-vip-<lb>`) by datapath.
-    lb_vip_by_datapath: HashMap<String, HashSet<Uuid>>,
+    lb_vip_by_datapath: HashMap<String, PortSet>,
     /// Every `chassisredirect` port (cr-lrp) in the model, wherever it is bound.
-    chassisredirect: HashSet<Uuid>,
+    chassisredirect: PortSet,
     /// Chassis name by Chassis row uuid.
     chassis: HashMap<Uuid, String>,
     load_balancers: HashMap<Uuid, LoadBalancer>,
@@ -151,23 +173,23 @@ impl SbModel {
         self.remove_port(&uuid);
         self.by_name.insert(port.logical_port.clone(), uuid.clone());
         if let Some(ch) = &port.chassis {
-            index_insert(&mut self.by_chassis, ch, &uuid);
+            port_index_insert(&mut self.by_chassis, ch, &port);
         }
-        index_insert(&mut self.by_datapath, &port.datapath, &uuid);
+        port_index_insert(&mut self.by_datapath, &port.datapath, &port);
         if port.port_type == "localnet" {
-            index_insert(&mut self.localnet_by_datapath, &port.datapath, &uuid);
+            port_index_insert(&mut self.localnet_by_datapath, &port.datapath, &port);
             if let Some(net) = port.options.get("network_name") {
-                index_insert(&mut self.localnet_by_physnet, net, &uuid);
+                port_index_insert(&mut self.localnet_by_physnet, net, &port);
             }
         }
         for resident in nat_residents(&port) {
-            index_insert(&mut self.nat_by_resident, &resident, &uuid);
+            port_index_insert(&mut self.nat_by_resident, &resident, &port);
         }
         if lb_vip_name(&port).is_some() {
-            index_insert(&mut self.lb_vip_by_datapath, &port.datapath, &uuid);
+            port_index_insert(&mut self.lb_vip_by_datapath, &port.datapath, &port);
         }
         if port.port_type == CHASSISREDIRECT {
-            self.chassisredirect.insert(uuid.clone());
+            self.chassisredirect.insert(port_key(&port));
         }
         self.ports.insert(uuid, port);
     }
@@ -181,22 +203,22 @@ impl SbModel {
             self.by_name.remove(&old.logical_port);
         }
         if let Some(ch) = &old.chassis {
-            index_remove(&mut self.by_chassis, ch, uuid);
+            port_index_remove(&mut self.by_chassis, ch, &old);
         }
-        index_remove(&mut self.by_datapath, &old.datapath, uuid);
+        port_index_remove(&mut self.by_datapath, &old.datapath, &old);
         if old.port_type == "localnet" {
-            index_remove(&mut self.localnet_by_datapath, &old.datapath, uuid);
+            port_index_remove(&mut self.localnet_by_datapath, &old.datapath, &old);
             if let Some(net) = old.options.get("network_name") {
-                index_remove(&mut self.localnet_by_physnet, net, uuid);
+                port_index_remove(&mut self.localnet_by_physnet, net, &old);
             }
         }
         for resident in nat_residents(&old) {
-            index_remove(&mut self.nat_by_resident, &resident, uuid);
+            port_index_remove(&mut self.nat_by_resident, &resident, &old);
         }
         if lb_vip_name(&old).is_some() {
-            index_remove(&mut self.lb_vip_by_datapath, &old.datapath, uuid);
+            port_index_remove(&mut self.lb_vip_by_datapath, &old.datapath, &old);
         }
-        self.chassisredirect.remove(uuid);
+        self.chassisredirect.remove(&port_key(&old));
     }
 
     pub fn port(&self, uuid: &str) -> Option<&PortBinding> {
@@ -207,20 +229,12 @@ impl SbModel {
         self.by_name.get(name).and_then(|u| self.ports.get(u))
     }
 
-    fn resolve<'a>(&'a self, set: Option<&'a HashSet<Uuid>>) -> Vec<&'a PortBinding> {
-        let mut v: Vec<&PortBinding> = set
-            .into_iter()
+    /// The ports of an index entry, by logical port name then uuid (see [`PortSet`]).
+    fn resolve<'a>(&'a self, set: Option<&'a PortSet>) -> Vec<&'a PortBinding> {
+        set.into_iter()
             .flatten()
-            .filter_map(|u| self.ports.get(u))
-            .collect();
-        // Deterministic order: exposures and their "first producer wins" rule must not depend
-        // on hash order.
-        v.sort_by(|a, b| {
-            a.logical_port
-                .cmp(&b.logical_port)
-                .then(a.uuid.cmp(&b.uuid))
-        });
-        v
+            .filter_map(|(_, u)| self.ports.get(u))
+            .collect()
     }
 
     pub fn ports_on_chassis(&self, chassis_uuid: &str) -> Vec<&PortBinding> {
