@@ -95,7 +95,10 @@ fn port_key(port: &PortBinding) -> (String, Uuid) {
 }
 
 fn port_index_insert(index: &mut HashMap<String, PortSet>, key: &str, port: &PortBinding) {
-    index.entry(key.to_owned()).or_default().insert(port_key(port));
+    index
+        .entry(key.to_owned())
+        .or_default()
+        .insert(port_key(port));
 }
 
 fn port_index_remove(index: &mut HashMap<String, PortSet>, key: &str, port: &PortBinding) {
