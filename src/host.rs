@@ -362,7 +362,9 @@ impl Agent {
     }
 
     /// Re-apply the last desired state without recomputing it: repairs drift (a rule deleted by
-    /// hand, an address removed) between full reconciles, at the cost of one dump per class.
+    /// hand, an address removed) between full reconciles. The kernel part is then a no-op delta
+    /// unless the kernel mirror saw a foreign change (`Wake::Kernel`); sysctls and proxy
+    /// neighbours, which have no notifications, are read every time.
     async fn repair(&mut self, why: &str) {
         if let Some(desired) = self.last_desired.take() {
             self.stats.repairs += 1;

@@ -120,14 +120,14 @@ pub(crate) fn set_rcvbuf_force(sock: &Socket, size: libc::c_int) -> std::io::Res
 }
 
 impl NetlinkConn {
-    /// Open the socket inside the worker's namespace and start the connection task on the
-    /// current runtime.
     /// The socket's netlink port: the kernel's notifications of this connection's requests
     /// carry it.
     pub(crate) fn port(&self) -> u32 {
         self.port
     }
 
+    /// Open the socket inside the worker's namespace and start the connection task on the
+    /// current runtime.
     pub async fn open(worker: &NetnsWorker, timeout: Duration) -> Result<Self, NetlinkError> {
         let netns = worker.target().describe();
         let (socket, port) = worker

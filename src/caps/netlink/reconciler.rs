@@ -553,7 +553,7 @@ impl NetlinkReconciler {
         let errors_before = report.errors.len();
         match &delta {
             Some(last) => {
-                apply_delta(s, m, &last.desired, desired, &table, report).await?;
+                apply_delta(s, view, m, &last.desired, desired, &table, report).await?;
                 self.deltas.fetch_add(1, Ordering::Relaxed);
                 KERNEL_STATS.deltas.fetch_add(1, Ordering::Relaxed);
             }
@@ -607,7 +607,7 @@ impl NetlinkReconciler {
     }
 
     /// The kernel mirror's counters and the foreign changes it holds for the next reconcile
-    /// (`None` without a mirror): for status output and tests.
+    /// (`None` without a mirror): for tests.
     pub fn mirror_status(&self) -> Option<(MirrorStatus, Dirty)> {
         let m = self
             .mirror
@@ -731,6 +731,7 @@ fn same_structure(old: &DesiredSystem, new: &DesiredSystem) -> bool {
 /// refuse replacing a routing daemon's route as the full plan does.
 async fn apply_delta(
     s: &Session,
+    view: View<'_>,
     m: &KernelMirror,
     old: &DesiredSystem,
     new: &DesiredSystem,
@@ -771,17 +772,30 @@ async fn apply_delta(
         return removes.apply(&s.conn, report).await;
     }
 
-    delta_per_device(
-        (&new.addresses, &old.addresses),
-        table,
-        class::ADDRESSES,
-        |a| &a.dev,
-        |i, a| addresses::add_request(i, a.dev.as_str(), a.addr),
-        |a| format!("add address {} dev {}", a.addr, a.dev),
-        |i, a| addresses::delete_request(i, a.dev.as_str(), a.addr),
-        (&mut adds, &mut removes),
-        report,
-    );
+    for a in new.addresses.difference(&old.addresses) {
+        match table.index(&a.dev) {
+            Some(i) => adds.push(
+                class::ADDRESSES,
+                Op::Add,
+                addresses::add_request(i, a.dev.as_str(), a.addr),
+            ),
+            None => report.error(
+                class::ADDRESSES,
+                format!("add address {} dev {}", a.addr, a.dev),
+                missing(&a.dev),
+            ),
+        }
+    }
+    // Those on a device that is gone went with it.
+    for a in old.addresses.difference(&new.addresses) {
+        if let Some(i) = table.index(&a.dev) {
+            removes.push(
+                class::ADDRESSES,
+                Op::Remove,
+                addresses::delete_request(i, a.dev.as_str(), a.addr),
+            );
+        }
+    }
 
     for r in new.rules.difference(&old.rules) {
         adds.push(class::RULES, Op::Add, rules::add_request(r));
@@ -826,26 +840,18 @@ async fn apply_delta(
             }) {
                 continue;
             }
-            let swept = |r: &routes::ObservedRoute| {
-                new.ownership.swept_tables.contains(&r.identity.table)
-                    && r.identity.dst.prefix_len() > 0
-                    && routes::sweepable_protocol(r.protocol)
-            };
             if let Some(f) = there
                 .iter()
-                .find(|r| r.protocol != RouteProtocol::Boot && !swept(r))
+                .find(|r| r.protocol != RouteProtocol::Boot && !swept(&new.ownership, r))
             {
-                report.error(
-                    class::ROUTES,
-                    routes::describe(spec),
-                    format!(
-                        "a route of protocol {} with the same destination and metric is in the table; not replaced",
-                        u8::from(f.protocol)
-                    ),
-                );
+                refuse_replacing(report, spec, f.protocol);
                 continue;
             }
-            let op = if there.is_empty() { Op::Add } else { Op::Change };
+            let op = if there.is_empty() {
+                Op::Add
+            } else {
+                Op::Change
+            };
             replaced.insert(key.identity.clone());
             adds.push(class::ROUTES, op, routes::add_request(spec, oif));
         }
@@ -913,46 +919,35 @@ async fn apply_delta(
         }
     }
 
-    let any_address = !adds.requests.is_empty();
+    // An address added (re-added) brings its local route back.
+    let anything_added = !adds.requests.is_empty();
     adds.apply(&s.conn, report).await?;
     removes.apply(&s.conn, report).await?;
-    if any_address && !new.suppressed_local_routes.is_empty() {
-        let view = View::Mirror(m, REQUEST_TIMEOUT);
+    if anything_added && !new.suppressed_local_routes.is_empty() {
         suppress_local_routes(&s.conn, view, new, table, report).await?;
     }
     Ok(())
 }
 
-/// The delta of a class whose objects sit on one device each (addresses):
-/// what `new` adds is added, what it drops is removed; a missing device is an error for the
-/// objects to add (those to remove went with it).
-#[allow(clippy::too_many_arguments)]
-fn delta_per_device<T: Ord>(
-    (new, old): (&BTreeSet<T>, &BTreeSet<T>),
-    table: &LinkTable,
-    class: &'static str,
-    dev: impl Fn(&T) -> &InterfaceName,
-    add: impl Fn(u32, &T) -> Request,
-    describe_add: impl Fn(&T) -> String,
-    remove: impl Fn(u32, &T) -> Request,
-    (adds, removes): (&mut Plan, &mut Plan),
-    report: &mut ChangeReport,
-) {
-    for o in new.difference(old) {
-        match table.index(dev(o)) {
-            Some(i) => adds.push(class, Op::Add, add(i, o)),
-            None => report.error(
-                class,
-                describe_add(o),
-                format!("device {} does not exist", dev(o)),
-            ),
-        }
-    }
-    for o in old.difference(new) {
-        if let Some(i) = table.index(dev(o)) {
-            removes.push(class, Op::Remove, remove(i, o));
-        }
-    }
+/// A foreign route the agent may replace or delete: in a swept table, not the kernel's own nor
+/// a routing daemon's, with a destination (upstream's sweep spares default routes).
+fn swept(ownership: &Ownership, r: &routes::ObservedRoute) -> bool {
+    ownership.swept_tables.contains(&r.identity.table)
+        && r.identity.dst.prefix_len() > 0
+        && routes::sweepable_protocol(r.protocol)
+}
+
+/// A desired route whose identity a route of another protocol (a routing daemon's) holds:
+/// reported, never replaced.
+fn refuse_replacing(report: &mut ChangeReport, spec: &RouteSpec, protocol: RouteProtocol) {
+    report.error(
+        class::ROUTES,
+        routes::describe(spec),
+        format!(
+            "a route of protocol {} with the same destination and metric is in the table; not replaced",
+            u8::from(protocol)
+        ),
+    );
 }
 
 fn mirror_id(m: &Arc<KernelMirror>) -> usize {
@@ -1593,13 +1588,7 @@ fn plan_routes<'a>(
 ) {
     let observed: Vec<routes::ObservedRoute> = dump.filter_map(routes::parse).collect();
     let is_ours = |r: &routes::ObservedRoute| r.protocol == RouteProtocol::Boot;
-    // A foreign route the agent may replace or delete: in a swept table, not the kernel's own
-    // nor a routing daemon's, with a destination (upstream's sweep spares default routes).
-    let is_swept = |r: &routes::ObservedRoute| {
-        desired.ownership.swept_tables.contains(&r.identity.table)
-            && r.identity.dst.prefix_len() > 0
-            && routes::sweepable_protocol(r.protocol)
-    };
+    let is_swept = |r: &routes::ObservedRoute| swept(&desired.ownership, r);
     let mut present: HashSet<&routes::RouteKey> = HashSet::new();
     // Gateway routes desired without a device match whatever device the kernel resolved.
     let mut present_any_dev: HashSet<routes::RouteKey> = HashSet::new();
@@ -1651,14 +1640,7 @@ fn plan_routes<'a>(
             continue;
         }
         if let Some(proto) = foreign.get(&key.identity) {
-            report.error(
-                class::ROUTES,
-                routes::describe(spec),
-                format!(
-                    "a route of protocol {} with the same destination and metric is in the table; not replaced",
-                    u8::from(*proto)
-                ),
-            );
+            refuse_replacing(report, spec, *proto);
             continue;
         }
         let op = if boot_identities.contains(&key.identity)

@@ -4,7 +4,7 @@
 //! every index is updated in O(1) per row, so computing the exposures of this chassis costs
 //! O(what is local), never a scan of the cloud-wide Port_Binding table.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// OVSDB row uuid as text.
 pub type Uuid = String;
@@ -69,45 +69,26 @@ pub struct LoadBalancer {
     pub datapaths: BTreeSet<Uuid>,
 }
 
-fn index_insert(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &Uuid) {
-    index
-        .entry(key.to_owned())
-        .or_default()
-        .insert(uuid.clone());
+/// Index entries are ordered sets: readers walk them in a deterministic order (exposures and
+/// their "first producer wins" rule must not depend on hash order) without sorting per event.
+fn index_insert<T: Ord>(index: &mut HashMap<String, BTreeSet<T>>, key: &str, item: T) {
+    index.entry(key.to_owned()).or_default().insert(item);
 }
 
-fn index_remove(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &Uuid) {
+fn index_remove<T: Ord>(index: &mut HashMap<String, BTreeSet<T>>, key: &str, item: &T) {
     if let Some(set) = index.get_mut(key) {
-        set.remove(uuid);
+        set.remove(item);
         if set.is_empty() {
             index.remove(key);
         }
     }
 }
 
-/// Ports of an index entry, kept in the order every reader wants them (logical port name, then
-/// uuid: exposures and their "first producer wins" rule must not depend on hash order), so a
-/// read is a walk, not a sort of the entry per event.
+/// Ports of an index entry, by logical port name, then uuid.
 type PortSet = BTreeSet<(String, Uuid)>;
 
 fn port_key(port: &PortBinding) -> (String, Uuid) {
     (port.logical_port.clone(), port.uuid.clone())
-}
-
-fn port_index_insert(index: &mut HashMap<String, PortSet>, key: &str, port: &PortBinding) {
-    index
-        .entry(key.to_owned())
-        .or_default()
-        .insert(port_key(port));
-}
-
-fn port_index_remove(index: &mut HashMap<String, PortSet>, key: &str, port: &PortBinding) {
-    if let Some(set) = index.get_mut(key) {
-        set.remove(&port_key(port));
-        if set.is_empty() {
-            index.remove(key);
-        }
-    }
 }
 
 /// The rows plus incremental indexes.
@@ -130,7 +111,7 @@ pub struct SbModel {
     /// Chassis name by Chassis row uuid.
     chassis: HashMap<Uuid, String>,
     load_balancers: HashMap<Uuid, LoadBalancer>,
-    lb_by_name: HashMap<String, HashSet<Uuid>>,
+    lb_by_name: HashMap<String, BTreeSet<Uuid>>,
 }
 
 impl SbModel {
@@ -153,7 +134,7 @@ impl SbModel {
 
     pub fn upsert_load_balancer(&mut self, lb: LoadBalancer) {
         self.remove_load_balancer(&lb.uuid.clone());
-        index_insert(&mut self.lb_by_name, &lb.name, &lb.uuid);
+        index_insert(&mut self.lb_by_name, &lb.name, lb.uuid.clone());
         self.load_balancers.insert(lb.uuid.clone(), lb);
     }
 
@@ -176,20 +157,28 @@ impl SbModel {
         self.remove_port(&uuid);
         self.by_name.insert(port.logical_port.clone(), uuid.clone());
         if let Some(ch) = &port.chassis {
-            port_index_insert(&mut self.by_chassis, ch, &port);
+            index_insert(&mut self.by_chassis, ch, port_key(&port));
         }
-        port_index_insert(&mut self.by_datapath, &port.datapath, &port);
+        index_insert(&mut self.by_datapath, &port.datapath, port_key(&port));
         if port.port_type == "localnet" {
-            port_index_insert(&mut self.localnet_by_datapath, &port.datapath, &port);
+            index_insert(
+                &mut self.localnet_by_datapath,
+                &port.datapath,
+                port_key(&port),
+            );
             if let Some(net) = port.options.get("network_name") {
-                port_index_insert(&mut self.localnet_by_physnet, net, &port);
+                index_insert(&mut self.localnet_by_physnet, net, port_key(&port));
             }
         }
         for resident in nat_residents(&port) {
-            port_index_insert(&mut self.nat_by_resident, &resident, &port);
+            index_insert(&mut self.nat_by_resident, &resident, port_key(&port));
         }
         if lb_vip_name(&port).is_some() {
-            port_index_insert(&mut self.lb_vip_by_datapath, &port.datapath, &port);
+            index_insert(
+                &mut self.lb_vip_by_datapath,
+                &port.datapath,
+                port_key(&port),
+            );
         }
         if port.port_type == CHASSISREDIRECT {
             self.chassisredirect.insert(port_key(&port));
@@ -206,20 +195,24 @@ impl SbModel {
             self.by_name.remove(&old.logical_port);
         }
         if let Some(ch) = &old.chassis {
-            port_index_remove(&mut self.by_chassis, ch, &old);
+            index_remove(&mut self.by_chassis, ch, &port_key(&old));
         }
-        port_index_remove(&mut self.by_datapath, &old.datapath, &old);
+        index_remove(&mut self.by_datapath, &old.datapath, &port_key(&old));
         if old.port_type == "localnet" {
-            port_index_remove(&mut self.localnet_by_datapath, &old.datapath, &old);
+            index_remove(
+                &mut self.localnet_by_datapath,
+                &old.datapath,
+                &port_key(&old),
+            );
             if let Some(net) = old.options.get("network_name") {
-                port_index_remove(&mut self.localnet_by_physnet, net, &old);
+                index_remove(&mut self.localnet_by_physnet, net, &port_key(&old));
             }
         }
         for resident in nat_residents(&old) {
-            port_index_remove(&mut self.nat_by_resident, &resident, &old);
+            index_remove(&mut self.nat_by_resident, &resident, &port_key(&old));
         }
         if lb_vip_name(&old).is_some() {
-            port_index_remove(&mut self.lb_vip_by_datapath, &old.datapath, &old);
+            index_remove(&mut self.lb_vip_by_datapath, &old.datapath, &port_key(&old));
         }
         self.chassisredirect.remove(&port_key(&old));
     }
