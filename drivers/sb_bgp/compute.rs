@@ -4,16 +4,25 @@
 //! Only local objects are visited (ports bound here, the routers of gateway ports bound here and
 //! their subnets), through the model's indexes. A row that cannot be used is recorded in
 //! `skipped` and the computation goes on (upstream aborted the whole sync, U30/U31).
+//!
+//! Incremental (issue 17): each port bound here is a *root* whose exposures are computed as a
+//! unit, recording every model lookup it makes with the lookup's generation
+//! ([`ModelKey`]). [`ExposureCache`] keeps each root's result and recomputes a root only when a
+//! generation it read has changed, so on a gateway hosting 30 routers with a thousand FIPs each,
+//! binding one VM recomputes that VM's root, not the 30k exposures. The results are then laid
+//! out in the same order as a fresh computation's, so "the first producer of an IP wins" gives
+//! the same answer: [`compute`] is the cache started empty.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use ipnet::IpNet;
 
 use super::model::{
-    PortBinding, SbModel, lb_vip_name, parse_nat_entry, parse_neutron_cidrs, parse_port_addresses,
-    vm_port_ips,
+    ModelKey, PortBinding, SbModel, Uuid, lb_vip_name, parse_nat_entry, parse_neutron_cidrs,
+    parse_port_addresses, vm_port_ips,
 };
 use crate::exposure::{ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork};
+use crate::ovn::sb::model::LoadBalancer;
 use crate::ovn::sb::provider::BridgeMappings;
 
 const TABLE: &str = "Port_Binding";
@@ -21,7 +30,7 @@ const CR_LRP_PREFIX: &str = "cr-lrp-";
 const LRP_PREFIX: &str = "lrp-";
 
 /// Who this chassis is and what it wires.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LocalChassis {
     /// `Open_vSwitch.external_ids:system-id` (the SB `Chassis.name`).
     pub name: String,
@@ -31,44 +40,180 @@ pub struct LocalChassis {
 
 pub use crate::ovn::tenant::TenantOptions;
 
-struct Ctx<'a> {
-    model: &'a SbModel,
-    mappings: BridgeMappings,
-    tenant: &'a TenantOptions,
-    out: ExposureSet,
+/// The exposures this chassis must have (a computation from scratch).
+pub fn compute(model: &SbModel, local: &LocalChassis, tenant: &TenantOptions) -> ExposureSet {
+    ExposureCache::default().compute(model, local, tenant)
 }
 
-/// The exposures this chassis must have.
-pub fn compute(model: &SbModel, local: &LocalChassis, tenant: &TenantOptions) -> ExposureSet {
-    let (mappings, out) = BridgeMappings::wired(&local.bridge_mappings, model);
-    let mut ctx = Ctx {
-        model,
-        mappings,
-        tenant,
-        out,
-    };
-    for chassis in model.chassis_uuids_named(&local.name) {
-        for port in model.ports_on_chassis(&chassis) {
-            ctx.expose_local_port(port);
+/// What one root produced, in order.
+#[derive(Debug, Clone)]
+enum Produced {
+    Ip(ExposedIp),
+    Subnet(ExposedSubnet),
+    /// A skipped row: (row, reason) of [`TABLE`].
+    Skip(String, String),
+}
+
+/// The result of one root and what it was computed from.
+#[derive(Debug)]
+struct RootResult {
+    epoch: u64,
+    /// Every lookup made, with its generation then (sorted, unique).
+    read: Vec<(ModelKey, u64)>,
+    produced: Vec<Produced>,
+}
+
+impl RootResult {
+    fn still_valid(&self, model: &SbModel) -> bool {
+        self.epoch == model.generation_epoch()
+            && self.read.iter().all(|(k, g)| model.generation(k) == *g)
+    }
+}
+
+/// How much of the last computation was reused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub roots: usize,
+    pub recomputed: usize,
+}
+
+/// The per-root results of the last computation (see the module documentation).
+#[derive(Debug, Default)]
+pub struct ExposureCache {
+    /// The inputs besides the model the results hold for.
+    inputs: Option<(LocalChassis, TenantOptions)>,
+    roots: HashMap<Uuid, RootResult>,
+    last: CacheStats,
+}
+
+impl ExposureCache {
+    /// The exposures this chassis must have: equal to [`compute`]'s, recomputing only the roots
+    /// whose lookups changed since the last call.
+    pub fn compute(
+        &mut self,
+        model: &SbModel,
+        local: &LocalChassis,
+        tenant: &TenantOptions,
+    ) -> ExposureSet {
+        let inputs = (local.clone(), tenant.clone());
+        if self.inputs.as_ref() != Some(&inputs) {
+            self.roots.clear();
+            self.inputs = Some(inputs);
+        }
+        let (mappings, mut out) = BridgeMappings::wired(&local.bridge_mappings, model);
+        let mut stats = CacheStats::default();
+        let mut seen: Vec<&Uuid> = Vec::new();
+        for chassis in model.chassis_uuids_named(&local.name) {
+            for port in model.ports_on_chassis(&chassis) {
+                stats.roots += 1;
+                seen.push(&port.uuid);
+                let fresh = self
+                    .roots
+                    .get(&port.uuid)
+                    .is_some_and(|r| r.still_valid(model));
+                if !fresh {
+                    stats.recomputed += 1;
+                    let mut root = Root {
+                        model,
+                        mappings: &mappings,
+                        tenant,
+                        read: Vec::new(),
+                        produced: Vec::new(),
+                    };
+                    root.expose_local_port(port);
+                    self.roots.insert(port.uuid.clone(), root.finish());
+                }
+                for p in &self.roots[&port.uuid].produced {
+                    match p {
+                        Produced::Ip(ip) => out.expose_ip(ip.clone()),
+                        Produced::Subnet(s) => {
+                            out.global_mut().subnets.insert(s.clone());
+                        }
+                        Produced::Skip(row, reason) => out.skip(TABLE, row.clone(), reason.clone()),
+                    }
+                }
+            }
+        }
+        if self.roots.len() != seen.len() {
+            let seen: std::collections::HashSet<&Uuid> = seen.into_iter().collect();
+            self.roots.retain(|u, _| seen.contains(u));
+        }
+        self.last = stats;
+        out
+    }
+
+    /// How the last [`ExposureCache::compute`] went.
+    pub fn last_stats(&self) -> CacheStats {
+        self.last
+    }
+}
+
+/// One root's computation: every model lookup goes through it, so it knows what it read.
+struct Root<'a> {
+    model: &'a SbModel,
+    mappings: &'a BridgeMappings,
+    tenant: &'a TenantOptions,
+    read: Vec<(ModelKey, u64)>,
+    produced: Vec<Produced>,
+}
+
+impl<'a> Root<'a> {
+    fn finish(mut self) -> RootResult {
+        self.read.sort_unstable();
+        self.read.dedup();
+        RootResult {
+            epoch: self.model.generation_epoch(),
+            read: self.read,
+            produced: self.produced,
         }
     }
-    ctx.out
-}
 
-impl<'a> Ctx<'a> {
+    fn read(&mut self, key: ModelKey) {
+        let generation = self.model.generation(&key);
+        self.read.push((key, generation));
+    }
+
     /// The provider network a datapath belongs to, if it has a localnet port of a physnet mapped
     /// on this chassis.
-    fn provider_of(&self, datapath: &str) -> Option<ProviderNetwork> {
+    fn provider_of(&mut self, datapath: &str) -> Option<ProviderNetwork> {
+        self.read(ModelKey::Localnets(datapath.to_owned()));
         self.mappings.provider_of(self.model, datapath)
     }
 
+    fn port_named(&mut self, name: &str) -> Option<&'a PortBinding> {
+        self.read(ModelKey::Named(name.to_owned()));
+        self.model.port_named(name)
+    }
+
+    fn ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
+        self.read(ModelKey::Ports(datapath.to_owned()));
+        self.model.ports_on_datapath(datapath)
+    }
+
+    fn nat_ports_resident_on(&mut self, name: &str) -> Vec<&'a PortBinding> {
+        self.read(ModelKey::ResidentNat(name.to_owned()));
+        self.model.nat_ports_resident_on(name)
+    }
+
+    fn lb_vip_ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
+        self.read(ModelKey::LbVips(datapath.to_owned()));
+        self.model.lb_vip_ports_on_datapath(datapath)
+    }
+
+    fn load_balancers_named(&mut self, name: &str) -> Vec<&'a LoadBalancer> {
+        self.read(ModelKey::LoadBalancers(name.to_owned()));
+        self.model.load_balancers_named(name).collect()
+    }
+
+    fn expose_ip(&mut self, ip: ExposedIp) {
+        self.produced.push(Produced::Ip(ip));
+    }
+
     fn skip(&mut self, port: &PortBinding, reason: impl Into<String>) {
-        let reason = reason.into();
-        self.out.skip(
-            TABLE,
+        self.produced.push(Produced::Skip(
             format!("{} ({})", port.uuid, port.logical_port),
-            reason,
-        );
+            reason.into(),
+        ));
     }
 
     /// IPs of a VM-like port: `mac[0]`, or `neutron:cidrs` when the MAC is `unknown`.
@@ -80,6 +225,8 @@ impl<'a> Ctx<'a> {
     }
 
     fn expose_local_port(&mut self, port: &'a PortBinding) {
+        // The root's own row: any change to it re-stamps its name.
+        self.read(ModelKey::Named(port.logical_port.clone()));
         if port.up == Some(false) {
             return;
         }
@@ -122,7 +269,7 @@ impl<'a> Ctx<'a> {
             BTreeSet::new()
         };
         for ip in ips {
-            self.out.expose_ip(ExposedIp {
+            self.expose_ip(ExposedIp {
                 ip: ip.addr(),
                 kind: if virtual_port {
                     ExposureKind::VirtualPort
@@ -141,7 +288,7 @@ impl<'a> Ctx<'a> {
     /// FIPs announced by this chassis: `nat_addresses` entries of patch ports that are
     /// resident on `port` (centralized on a gateway port, distributed on a VM port).
     fn expose_fips_resident_on(&mut self, port: &PortBinding) {
-        for patch in self.model.nat_ports_resident_on(&port.logical_port) {
+        for patch in self.nat_ports_resident_on(&port.logical_port) {
             let Some(provider) = self.provider_of(&patch.datapath) else {
                 continue;
             };
@@ -157,7 +304,7 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 for ip in entry.ips {
-                    self.out.expose_ip(ExposedIp {
+                    self.expose_ip(ExposedIp {
                         ip,
                         kind: ExposureKind::FloatingIp,
                         source: patch.logical_port.clone(),
@@ -184,7 +331,7 @@ impl<'a> Ctx<'a> {
             );
         };
         // Neutron names the provider-side patch port after the router port id.
-        let Some(provider_port) = self.model.port_named(id) else {
+        let Some(provider_port) = self.port_named(id) else {
             return self.skip(crlrp, format!("provider patch port {id:?} not found"));
         };
         let Some(provider) = self.provider_of(&provider_port.datapath) else {
@@ -199,7 +346,7 @@ impl<'a> Ctx<'a> {
             } else {
                 BTreeSet::new()
             };
-            self.out.expose_ip(ExposedIp {
+            self.expose_ip(ExposedIp {
                 ip: ip.addr(),
                 kind: ExposureKind::GatewayPort,
                 source: crlrp.logical_port.clone(),
@@ -223,7 +370,7 @@ impl<'a> Ctx<'a> {
         provider: &ProviderNetwork,
         reachable: &mut BTreeSet<String>,
     ) {
-        for lrp in self.model.ports_on_datapath(&crlrp.datapath) {
+        for lrp in self.ports_on_datapath(&crlrp.datapath) {
             if lrp.port_type != "patch"
                 || !lrp.logical_port.starts_with(LRP_PREFIX)
                 || lrp.chassis.is_some()
@@ -242,7 +389,7 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
             };
-            let peer = self.model.port_named(peer_name);
+            let peer = self.port_named(peer_name);
             if let Some(peer) = peer {
                 reachable.insert(peer.datapath.clone());
             }
@@ -284,12 +431,12 @@ impl<'a> Ctx<'a> {
                     }
                     _ => {}
                 }
-                self.out.global_mut().subnets.insert(ExposedSubnet {
+                self.produced.push(Produced::Subnet(ExposedSubnet {
                     router_ip,
                     via,
                     provider: provider.clone(),
                     source: lrp.logical_port.clone(),
-                });
+                }));
                 if let Some(peer) = peer {
                     self.expose_tenant_ips(&peer.datapath, router_ip);
                 }
@@ -300,7 +447,7 @@ impl<'a> Ctx<'a> {
     /// Tenant VM and LB VIP addresses inside `subnet`, announced on the gateway chassis.
     fn expose_tenant_ips(&mut self, datapath: &str, subnet: IpNet) {
         let network = subnet.trunc();
-        for port in self.model.ports_on_datapath(datapath) {
+        for port in self.ports_on_datapath(datapath) {
             let (ips, kind) = match port.port_type.as_str() {
                 "" if port.mac.is_empty() && port.chassis.is_none() => {
                     // Octavia OVN-provider VIP port: first address of neutron:cidrs.
@@ -336,7 +483,7 @@ impl<'a> Ctx<'a> {
                 {
                     continue;
                 }
-                self.out.expose_ip(ExposedIp {
+                self.expose_ip(ExposedIp {
                     ip: addr,
                     kind,
                     source: port.logical_port.clone(),
@@ -358,7 +505,7 @@ impl<'a> Ctx<'a> {
         provider: &ProviderNetwork,
         reachable: &BTreeSet<String>,
     ) {
-        for vip_port in self.model.lb_vip_ports_on_datapath(provider_datapath) {
+        for vip_port in self.lb_vip_ports_on_datapath(provider_datapath) {
             if !vip_port.port_type.is_empty()
                 || vip_port.chassis.is_some()
                 || !vip_port.mac.is_empty()
@@ -369,8 +516,8 @@ impl<'a> Ctx<'a> {
                 continue;
             };
             let behind_this_router = self
-                .model
                 .load_balancers_named(lb_name)
+                .into_iter()
                 .any(|lb| !lb.datapaths.is_disjoint(reachable));
             if !behind_this_router {
                 continue;
@@ -386,7 +533,7 @@ impl<'a> Ctx<'a> {
                 }
             };
             if let Some(vip) = vip {
-                self.out.expose_ip(ExposedIp {
+                self.expose_ip(ExposedIp {
                     ip: vip.addr(),
                     kind: ExposureKind::LoadBalancerVip,
                     source: format!("{} via {}", vip_port.logical_port, crlrp.logical_port),
@@ -397,5 +544,365 @@ impl<'a> Ctx<'a> {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The cache against a computation from scratch, over random sequences of row changes in a
+    //! small world where every lookup the computation makes is exercised: names collide, ports
+    //! move between datapaths and chassis, NAT entries and load balancers come and go.
+
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::ovn::sb::model::LoadBalancer;
+
+    const HERE: &str = "ch-here";
+    const NAMES: &[&str] = &[
+        "vm0",
+        "vm1",
+        "cr-lrp-r0",
+        "cr-lrp-r1",
+        "r0",
+        "r1",
+        "lrp-t0",
+        "lrp-t1",
+        "ls-t0",
+        "lb-vip",
+        "provnet-pub",
+        "patch-x",
+    ];
+    const TYPES: &[&str] = &["", "virtual", "chassisredirect", "patch", "localnet"];
+    const DATAPATHS: &[&str] = &["dp-prov", "dp-other", "dp-r0", "dp-r1", "dp-t0"];
+    const MACS: &[&[&str]] = &[
+        &[],
+        &["fa:16:3e:00:00:01 172.24.4.10"],
+        &["fa:16:3e:00:00:02 10.0.0.5 2001:db8::5"],
+        &["unknown"],
+        &["not-a-mac"],
+        &["fa:16:3e:00:00:03 172.24.4.1/24 2001:db8::1/64"],
+        &["fa:16:3e:00:00:04 10.0.0.1/24 2001:db9::1/64"],
+    ];
+    const NATS: &[&[&str]] = &[
+        &[],
+        &["fa:16:3e:00:00:09 172.24.4.50 is_chassis_resident(\"cr-lrp-r0\")"],
+        &["fa:16:3e:00:00:0a 172.24.4.51 172.24.4.10 is_chassis_resident(\"vm0\")"],
+        &[
+            "fa:16:3e:00:00:0b 172.24.4.52 is_chassis_resident(\"cr-lrp-r1\")",
+            "junk",
+        ],
+    ];
+    const OPTIONS: usize = 5;
+    const EXTS: usize = 4;
+    const CHASSIS: usize = 3;
+
+    /// What each row slot is in a working cloud: (name, type, datapath, mac, options, external
+    /// ids, chassis) as indexes into the lists above. A step keeps each of them or draws it at
+    /// random, so the paths that need several rows to agree (a gateway with its provider
+    /// port, router interface, peer and tenant VMs; a load balancer's VIP port) are reached
+    /// often, and broken variants of them too.
+    const ROLES: &[(usize, usize, usize, usize, usize, usize, usize)] = &[
+        (10, 4, 0, 0, 2, 0, 2), // the provider network's localnet port
+        (2, 2, 2, 5, 0, 0, 0),  // cr-lrp-r0, bound here, on router r0
+        (3, 2, 3, 5, 0, 0, 0),  // cr-lrp-r1
+        (4, 3, 0, 0, 0, 0, 2),  // r0's provider-side patch port
+        (5, 3, 0, 0, 0, 0, 2),  // r1's
+        (6, 3, 2, 6, 1, 0, 2),  // r0's interface on the tenant network, peer ls-t0
+        (7, 3, 3, 6, 1, 0, 2),  // r1's
+        (8, 3, 4, 6, 4, 0, 2),  // ls-t0, the tenant side, peer lrp-t0
+        (0, 0, 4, 2, 0, 0, 1),  // a tenant VM bound elsewhere
+        (1, 1, 4, 3, 0, 1, 1),  // a virtual tenant port without port security
+        (9, 0, 0, 0, 0, 2, 2),  // an Octavia VIP port on the provider network
+        (11, 3, 0, 0, 0, 0, 2), // a patch port carrying NAT entries
+        (0, 0, 0, 1, 0, 0, 0),  // a provider VM bound here
+        (1, 1, 0, 3, 0, 1, 0),  // a virtual provider port bound here
+    ];
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Port {
+            slot: usize,
+            /// Per field: keep the role's value, or use the drawn one.
+            keep: [bool; 7],
+            drawn: [usize; 7],
+            up: usize,
+            nat: usize,
+            tag: bool,
+        },
+        RemovePort(usize),
+        Lb {
+            slot: usize,
+            name: usize,
+            datapaths: Vec<usize>,
+        },
+        RemoveLb(usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let drawn = (
+            0..NAMES.len(),
+            0..TYPES.len(),
+            0..DATAPATHS.len(),
+            0..MACS.len(),
+            0..OPTIONS,
+            0..EXTS,
+            0..CHASSIS,
+        )
+            .prop_map(|(a, b, c, d, e, f, g)| [a, b, c, d, e, f, g]);
+        let keep = prop::array::uniform7(prop::bool::weighted(0.85));
+        prop_oneof![
+            6 => (0..ROLES.len(), keep, drawn, 0..3usize, 0..NATS.len(), any::<bool>()).prop_map(
+                |(slot, keep, drawn, up, nat, tag)| Step::Port { slot, keep, drawn, up, nat, tag }
+            ),
+            2 => (0..ROLES.len()).prop_map(Step::RemovePort),
+            1 => (0..2usize, 0..2usize, prop::collection::vec(0..DATAPATHS.len(), 0..3))
+                .prop_map(|(slot, name, datapaths)| Step::Lb { slot, name, datapaths }),
+            1 => (0..2usize).prop_map(Step::RemoveLb),
+        ]
+    }
+
+    fn apply(model: &mut SbModel, step: &Step) {
+        let strs = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        match step {
+            Step::Port {
+                slot,
+                keep,
+                drawn,
+                up,
+                nat,
+                tag,
+            } => {
+                let r = ROLES[*slot];
+                let role = [r.0, r.1, r.2, r.3, r.4, r.5, r.6];
+                let f: Vec<usize> = (0..7)
+                    .map(|i| if keep[i] { role[i] } else { drawn[i] })
+                    .collect();
+                let options: BTreeMap<String, String> = match f[4] {
+                    0 => BTreeMap::new(),
+                    1 => [("peer".into(), "ls-t0".into())].into(),
+                    2 => [("network_name".into(), "public".into())].into(),
+                    3 => [("chassis-redirect-port".into(), "cr-lrp-r0".into())].into(),
+                    _ => [("peer".into(), "lrp-t0".into())].into(),
+                };
+                let external_ids: BTreeMap<String, String> = match f[5] {
+                    0 => BTreeMap::new(),
+                    1 => [("neutron:cidrs".into(), "10.0.0.7/24".into())].into(),
+                    2 => [
+                        ("neutron:port_name".into(), "ovn-lb-vip-lb0".into()),
+                        ("neutron:cidrs".into(), "172.24.4.77/24".into()),
+                    ]
+                    .into(),
+                    _ => [("neutron:cidrs".into(), "bad".into())].into(),
+                };
+                model.upsert_port(PortBinding {
+                    uuid: format!("pb-{slot}"),
+                    logical_port: NAMES[f[0]].into(),
+                    port_type: TYPES[f[1]].into(),
+                    datapath: DATAPATHS[f[2]].into(),
+                    mac: strs(MACS[f[3]]),
+                    options,
+                    external_ids,
+                    chassis: [Some(HERE.to_owned()), Some("ch-other".into()), None][f[6]].clone(),
+                    up: [Some(true), None, Some(false)][*up],
+                    tag: tag.then_some(100),
+                    nat_addresses: strs(NATS[*nat]),
+                });
+            }
+            Step::RemovePort(slot) => model.remove_port(&format!("pb-{slot}")),
+            Step::Lb {
+                slot,
+                name,
+                datapaths,
+            } => model.upsert_load_balancer(LoadBalancer {
+                uuid: format!("lb-{slot}"),
+                name: ["lb0", "lb1"][*name].into(),
+                datapaths: datapaths.iter().map(|d| DATAPATHS[*d].to_owned()).collect(),
+            }),
+            Step::RemoveLb(slot) => model.remove_load_balancer(&format!("lb-{slot}")),
+        }
+    }
+
+    fn world() -> (SbModel, LocalChassis) {
+        let mut model = SbModel::default();
+        model.upsert_chassis(HERE.into(), "here".into());
+        model.upsert_chassis("ch-other".into(), "other".into());
+        let local = LocalChassis {
+            name: "here".into(),
+            bridge_mappings: vec![("public".into(), "br-ex".into())],
+        };
+        (model, local)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn the_cache_always_equals_a_computation_from_scratch(
+            steps in prop::collection::vec(step(), 1..60),
+            tenant_on in any::<bool>(),
+        ) {
+            let (mut model, local) = world();
+            let tenant = TenantOptions {
+                expose_tenant_networks: tenant_on,
+                ..Default::default()
+            };
+            let mut cache = ExposureCache::default();
+            for (i, s) in steps.iter().enumerate() {
+                apply(&mut model, s);
+                let cached = cache.compute(&model, &local, &tenant);
+                let fresh = compute(&model, &local, &tenant);
+                prop_assert_eq!(cached, fresh, "after step {}: {:?}", i, s);
+            }
+        }
+    }
+
+    /// Binding one VM on a gateway hosting routers recomputes that VM's root alone.
+    #[test]
+    fn an_event_recomputes_only_the_roots_it_touched() {
+        let (mut model, local) = world();
+        let tenant = TenantOptions {
+            expose_tenant_networks: true,
+            ..Default::default()
+        };
+        let port = |uuid: &str, name: &str, kind: &str, dp: &str, mac: &[&str]| PortBinding {
+            uuid: uuid.into(),
+            logical_port: name.into(),
+            port_type: kind.into(),
+            datapath: dp.into(),
+            mac: mac.iter().map(|m| m.to_string()).collect(),
+            up: Some(true),
+            ..Default::default()
+        };
+        let mut localnet = port("ln", "provnet-pub", "localnet", "dp-prov", &[]);
+        localnet
+            .options
+            .insert("network_name".into(), "public".into());
+        model.upsert_port(localnet);
+        for r in 0..2 {
+            model.upsert_port(port(
+                &format!("prov-{r}"),
+                &format!("r{r}"),
+                "patch",
+                "dp-prov",
+                &[],
+            ));
+            let mut cr = port(
+                &format!("cr-{r}"),
+                &format!("cr-lrp-r{r}"),
+                "chassisredirect",
+                &format!("dp-r{r}"),
+                &[&format!("fa:16:3e:00:00:0{r} 172.24.4.{r}/24")],
+            );
+            cr.chassis = Some(HERE.into());
+            model.upsert_port(cr);
+            let mut patch = port(
+                &format!("nat-{r}"),
+                &format!("pn-{r}"),
+                "patch",
+                "dp-prov",
+                &[],
+            );
+            patch.nat_addresses = vec![format!(
+                "fa:16:3e:00:01:0{r} 172.24.5.{r} is_chassis_resident(\"cr-lrp-r{r}\")"
+            )];
+            model.upsert_port(patch);
+        }
+        let mut cache = ExposureCache::default();
+        let before = cache.compute(&model, &local, &tenant);
+        assert_eq!(before.global().ips.len(), 4, "{before:?}");
+        assert_eq!(cache.last_stats().recomputed, 2);
+        let mut vm = port(
+            "vm",
+            "vm0",
+            "",
+            "dp-prov",
+            &["fa:16:3e:00:00:10 172.24.4.10"],
+        );
+        vm.chassis = Some(HERE.into());
+        model.upsert_port(vm);
+        let after = cache.compute(&model, &local, &tenant);
+        assert_eq!(after.global().ips.len(), 5);
+        assert_eq!(
+            cache.last_stats(),
+            CacheStats {
+                roots: 3,
+                recomputed: 1
+            }
+        );
+        assert_eq!(after, compute(&model, &local, &tenant));
+        // A NAT entry of one router changes: that router's root alone.
+        let mut patch = port("nat-1", "pn-1", "patch", "dp-prov", &[]);
+        patch.nat_addresses =
+            vec!["fa:16:3e:00:01:01 172.24.5.9 is_chassis_resident(\"cr-lrp-r1\")".into()];
+        model.upsert_port(patch);
+        let after = cache.compute(&model, &local, &tenant);
+        assert_eq!(cache.last_stats().recomputed, 1);
+        assert!(
+            after
+                .global()
+                .ips
+                .contains_key(&"172.24.5.9".parse().unwrap())
+        );
+        assert_eq!(after, compute(&model, &local, &tenant));
+    }
+
+    /// Generations of rows long gone are forgotten (a churning cloud must not grow them
+    /// without bound); every cached root is then recomputed once, and still right.
+    #[test]
+    fn forgotten_generations_recompute_everything_once() {
+        let (mut model, local) = world();
+        let tenant = TenantOptions::default();
+        let mut vm = PortBinding {
+            uuid: "vm".into(),
+            logical_port: "vm0".into(),
+            datapath: "dp-prov".into(),
+            mac: vec!["fa:16:3e:00:00:10 172.24.4.10".into()],
+            chassis: Some(HERE.into()),
+            ..Default::default()
+        };
+        let mut localnet = PortBinding {
+            uuid: "ln".into(),
+            logical_port: "provnet-pub".into(),
+            port_type: "localnet".into(),
+            datapath: "dp-prov".into(),
+            ..Default::default()
+        };
+        localnet
+            .options
+            .insert("network_name".into(), "public".into());
+        model.upsert_port(localnet);
+        model.upsert_port(vm.clone());
+        let mut cache = ExposureCache::default();
+        cache.compute(&model, &local, &tenant);
+        let epoch = model.generation_epoch();
+        for i in 0..3000 {
+            let churn = PortBinding {
+                uuid: format!("churn-{i}"),
+                logical_port: format!("gone-{i}"),
+                datapath: format!("dp-gone-{i}"),
+                ..Default::default()
+            };
+            model.upsert_port(churn);
+            model.remove_port(&format!("churn-{i}"));
+        }
+        assert!(
+            model.generation_epoch() > epoch,
+            "stamps were never dropped"
+        );
+        let set = cache.compute(&model, &local, &tenant);
+        assert_eq!(cache.last_stats().recomputed, 1);
+        assert_eq!(set, compute(&model, &local, &tenant));
+        vm.mac = vec!["fa:16:3e:00:00:10 172.24.4.11".into()];
+        model.upsert_port(vm);
+        let set = cache.compute(&model, &local, &tenant);
+        assert!(
+            set.global()
+                .ips
+                .contains_key(&"172.24.4.11".parse().unwrap())
+        );
+        assert_eq!(set, compute(&model, &local, &tenant));
     }
 }

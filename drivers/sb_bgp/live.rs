@@ -3,7 +3,9 @@
 //! ([`crate::ovn::sb::condition::LocalChassisPolicy`]), so a chassis holds the rows that concern
 //! it, not the whole cloud (upstream replicated every Port_Binding on every node, U05).
 
-use super::compute::{LocalChassis, TenantOptions, compute};
+use std::sync::Mutex;
+
+use super::compute::{ExposureCache, LocalChassis, TenantOptions};
 use crate::config::AgentConfig;
 use crate::exposure::ExposureSet;
 use crate::ovn::identity::ChassisIdentity;
@@ -25,9 +27,24 @@ pub fn driver(ctx: &PluginContext) -> SbBgpDriver {
         NAME,
         ctx,
         policy(&tenant),
-        Box::new(move |model, identity| exposures(model, identity, &tenant, &config)),
+        cached_exposures(tenant, config),
         super::explain::explain,
     )
+}
+
+/// [`exposures`] through a cache of per-port results kept between calls (see
+/// [`ExposureCache`]): what the live driver and the replay engine compute with.
+pub fn cached_exposures(
+    tenant: TenantOptions,
+    config: std::sync::Arc<AgentConfig>,
+) -> crate::ovn::sb::driver::ComputeFn {
+    let cache = Mutex::new(ExposureCache::default());
+    Box::new(move |model, identity| {
+        // A panic while computing leaves a cache that is merely stale-proof: every entry is
+        // checked against the model's generations before reuse.
+        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+        exposures_with(&mut cache, model, identity, &tenant, &config)
+    })
 }
 
 /// The tenant-network options of `[DEFAULT]`.
@@ -51,11 +68,34 @@ pub fn exposures(
     tenant: &TenantOptions,
     config: &AgentConfig,
 ) -> ExposureSet {
+    exposures_with(
+        &mut ExposureCache::default(),
+        model,
+        identity,
+        tenant,
+        config,
+    )
+}
+
+/// [`exposures`], reusing what `cache` holds from earlier calls.
+pub fn exposures_with(
+    cache: &mut ExposureCache,
+    model: &SbModel,
+    identity: &ChassisIdentity,
+    tenant: &TenantOptions,
+    config: &AgentConfig,
+) -> ExposureSet {
     let local = LocalChassis {
         name: identity.system_id.clone(),
         bridge_mappings: identity.bridge_mappings.clone(),
     };
-    let mut set = compute(model, &local, tenant);
+    let mut set = cache.compute(model, &local, tenant);
+    let stats = cache.last_stats();
+    tracing::debug!(
+        roots = stats.roots,
+        recomputed = stats.recomputed,
+        "exposures computed (ports bound here, of which recomputed)"
+    );
     // Upstream's base configuration redistributes kernel routes with the subnet method,
     // whatever the driver (A2).
     if config.default.advertisement_method_tenant_networks

@@ -1,5 +1,6 @@
 //! `ovn_bgp_driver` under the replay engine ([`crate::replay`]): the shared SB replay driver
-//! ([`SbReplay`]) with the live driver's condition policy and [`super::live::exposures`].
+//! ([`SbReplay`]) with the live driver's condition policy and [`super::live::cached_exposures`] (so
+//! every case also exercises the per-port cache across its steps).
 
 use super::live::{self, NAME};
 use crate::ovn::sb::replay::SbReplay;
@@ -15,6 +16,6 @@ pub fn start(input: &ReplayInput) -> Result<Box<dyn ReplayDriver>, PluginError> 
         NAME,
         input.identity.clone(),
         policy,
-        Box::new(move |model, identity| live::exposures(model, identity, &tenant, &config)),
+        live::cached_exposures(tenant, config),
     )))
 }

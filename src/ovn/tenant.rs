@@ -9,7 +9,7 @@ use crate::config::DefaultSection;
 use crate::ovn::neutron;
 
 /// `expose_tenant_networks`, `expose_ipv6_gua_tenant_networks`, `address_scopes`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TenantOptions {
     pub expose_tenant_networks: bool,
     pub expose_ipv6_gua_tenant_networks: bool,

@@ -91,6 +91,50 @@ fn port_key(port: &PortBinding) -> (String, Uuid) {
     (port.logical_port.clone(), port.uuid.clone())
 }
 
+/// Something a computation over the model can read, for change tracking: each index lookup a
+/// driver makes is one of these, and the model stamps it with a new generation whenever a row
+/// that is (or was) in it changes. A driver that remembers the generations of what it read can
+/// tell, per local port, whether its exposures may have changed without recomputing them
+/// (issue 17: a busy gateway recomputes only what an event touched).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ModelKey {
+    /// [`SbModel::ports_on_datapath`].
+    Ports(Uuid),
+    /// [`SbModel::port_named`], and the content of the port of that name.
+    Named(String),
+    /// [`SbModel::nat_ports_resident_on`].
+    ResidentNat(String),
+    /// [`SbModel::localnets_on_datapath`].
+    Localnets(Uuid),
+    /// [`SbModel::lb_vip_ports_on_datapath`].
+    LbVips(Uuid),
+    /// [`SbModel::load_balancers_named`].
+    LoadBalancers(String),
+}
+
+/// Generations of [`ModelKey`]s. A key never stamped reads 0; stamps come from one increasing
+/// clock, so a key stamped, then read as 0 after [`Generations`] were cleared, cannot be
+/// mistaken for unchanged: clearing bumps the epoch, which every reader compares first.
+#[derive(Debug, Default, Clone)]
+struct Generations {
+    clock: u64,
+    epoch: u64,
+    stamps: HashMap<ModelKey, u64>,
+}
+
+impl Generations {
+    fn stamp(&mut self, key: ModelKey, live_rows: usize) {
+        // Keys of rows long gone (a cloud churns port names) are dropped wholesale once they
+        // outnumber the live rows; every reader then recomputes once.
+        if self.stamps.len() > 4 * live_rows + 4096 {
+            self.stamps.clear();
+            self.epoch += 1;
+        }
+        self.clock += 1;
+        self.stamps.insert(key, self.clock);
+    }
+}
+
 /// The rows plus incremental indexes.
 #[derive(Debug, Default, Clone)]
 pub struct SbModel {
@@ -112,9 +156,40 @@ pub struct SbModel {
     chassis: HashMap<Uuid, String>,
     load_balancers: HashMap<Uuid, LoadBalancer>,
     lb_by_name: HashMap<String, BTreeSet<Uuid>>,
+    generations: Generations,
 }
 
 impl SbModel {
+    /// The generation of `key`: it changes whenever what a lookup of `key` returns may have.
+    pub fn generation(&self, key: &ModelKey) -> u64 {
+        self.generations.stamps.get(key).copied().unwrap_or(0)
+    }
+
+    /// Changes when every generation read before may have been forgotten.
+    pub fn generation_epoch(&self) -> u64 {
+        self.generations.epoch
+    }
+
+    fn stamp(&mut self, key: ModelKey) {
+        let live = self.ports.len() + self.load_balancers.len();
+        self.generations.stamp(key, live);
+    }
+
+    /// Stamp every lookup `port` is part of (called for a row entering and leaving).
+    fn stamp_port(&mut self, port: &PortBinding) {
+        self.stamp(ModelKey::Ports(port.datapath.clone()));
+        self.stamp(ModelKey::Named(port.logical_port.clone()));
+        for resident in nat_residents(port) {
+            self.stamp(ModelKey::ResidentNat(resident));
+        }
+        if port.port_type == "localnet" {
+            self.stamp(ModelKey::Localnets(port.datapath.clone()));
+        }
+        if lb_vip_name(port).is_some() {
+            self.stamp(ModelKey::LbVips(port.datapath.clone()));
+        }
+    }
+
     pub fn upsert_chassis(&mut self, uuid: Uuid, name: String) {
         self.chassis.insert(uuid, name);
     }
@@ -135,12 +210,14 @@ impl SbModel {
     pub fn upsert_load_balancer(&mut self, lb: LoadBalancer) {
         self.remove_load_balancer(&lb.uuid.clone());
         index_insert(&mut self.lb_by_name, &lb.name, lb.uuid.clone());
+        self.stamp(ModelKey::LoadBalancers(lb.name.clone()));
         self.load_balancers.insert(lb.uuid.clone(), lb);
     }
 
     pub fn remove_load_balancer(&mut self, uuid: &str) {
         if let Some(old) = self.load_balancers.remove(uuid) {
             index_remove(&mut self.lb_by_name, &old.name, &old.uuid);
+            self.stamp(ModelKey::LoadBalancers(old.name));
         }
     }
 
@@ -183,6 +260,7 @@ impl SbModel {
         if port.port_type == CHASSISREDIRECT {
             self.chassisredirect.insert(port_key(&port));
         }
+        self.stamp_port(&port);
         self.ports.insert(uuid, port);
     }
 
@@ -215,6 +293,7 @@ impl SbModel {
             index_remove(&mut self.lb_vip_by_datapath, &old.datapath, &port_key(&old));
         }
         self.chassisredirect.remove(&port_key(&old));
+        self.stamp_port(&old);
     }
 
     pub fn port(&self, uuid: &str) -> Option<&PortBinding> {

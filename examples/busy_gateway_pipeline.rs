@@ -1,0 +1,222 @@
+//! What one event costs in the SB driver and the underlay rendering on a busy gateway, without
+//! daemons (issue 17): a Southbound model with R routers whose gateway is bound here, each with
+//! 500 centralized FIPs and 500 tenant VMs behind it (exposed here with tenant networks on), as
+//! `scripts/bench/sb_bgp_bench.sh --busy` loads; then a provider VM is bound here, event after
+//! event, and each stage is timed (median of the events):
+//! - the exposures computed from scratch (what every event cost before the per-port cache),
+//! - the exposures through the cache (what the agent does now),
+//! - the underlay backend's rendering of them.
+//!
+//! Run: `cargo run --release --example busy_gateway_pipeline [EXPOSURES...]`
+//! (default 1000 10000 30000).
+
+// A benchmark runs on the wall clock, not on tokio's pausable one.
+#![allow(clippy::disallowed_types)]
+
+use std::time::{Duration, Instant};
+
+use ovn_bgp_agent::backends::underlay::render::{
+    Facts, NicKind, UnderlaySettings, VrfKind, render,
+};
+use ovn_bgp_agent::drivers::sb_bgp::compute::{
+    ExposureCache, LocalChassis, TenantOptions, compute,
+};
+use ovn_bgp_agent::ovn::sb::model::{PortBinding, SbModel};
+use ovn_bgp_agent::types::InterfaceName;
+
+const HERE: &str = "chassis-here";
+const PER_ROUTER: usize = 500;
+const EVENTS: usize = 31;
+
+fn port(uuid: String, name: String, kind: &str, dp: &str, mac: Vec<String>) -> PortBinding {
+    PortBinding {
+        uuid,
+        logical_port: name,
+        port_type: kind.into(),
+        datapath: dp.into(),
+        mac,
+        up: Some(true),
+        ..Default::default()
+    }
+}
+
+fn ip(base: [u8; 2], i: usize) -> String {
+    format!(
+        "{}.{}.{}.{}",
+        base[0],
+        base[1] as usize + i / 65536,
+        (i / 256) % 256,
+        i % 256
+    )
+}
+
+fn busy_model(exposures: usize) -> SbModel {
+    let mut m = SbModel::default();
+    m.upsert_chassis(HERE.into(), "here".into());
+    let mut ln = port("ln".into(), "provnet".into(), "localnet", "dp-prov", vec![]);
+    ln.options.insert("network_name".into(), "public".into());
+    m.upsert_port(ln);
+    for r in 0..exposures.div_ceil(2 * PER_ROUTER) {
+        let rdp = format!("dp-r{r}");
+        let tdp = format!("dp-t{r}");
+        let gw = ip([172, 24], 1 + r);
+        let mut cr = port(
+            format!("cr-{r}"),
+            format!("cr-lrp-gw{r}"),
+            "chassisredirect",
+            &rdp,
+            vec![format!("fa:16:3e:00:{:02x}:01 {gw}/16", r % 256)],
+        );
+        cr.chassis = Some(HERE.into());
+        m.upsert_port(cr);
+        m.upsert_port(port(
+            format!("pgw-{r}"),
+            format!("gw{r}"),
+            "patch",
+            "dp-prov",
+            vec![],
+        ));
+        let fips: Vec<String> = (0..PER_ROUTER)
+            .map(|f| ip([172, 25], r * PER_ROUTER + f))
+            .collect();
+        let mut nat = port(
+            format!("nat-{r}"),
+            format!("natp{r}"),
+            "patch",
+            "dp-prov",
+            vec![],
+        );
+        nat.nat_addresses = vec![format!(
+            "fa:16:3e:01:{:02x}:01 {} is_chassis_resident(\"cr-lrp-gw{r}\")",
+            r % 256,
+            fips.join(" ")
+        )];
+        m.upsert_port(nat);
+        let mut lrp = port(
+            format!("lrp-{r}"),
+            format!("lrp-if{r}"),
+            "patch",
+            &rdp,
+            vec![format!(
+                "fa:16:3e:02:{:02x}:01 10.{}.{}.1/22",
+                r % 256,
+                200 + r / 64,
+                (r % 64) * 4
+            )],
+        );
+        lrp.options.insert("peer".into(), format!("ls-if{r}"));
+        m.upsert_port(lrp);
+        m.upsert_port(port(
+            format!("ls-{r}"),
+            format!("ls-if{r}"),
+            "patch",
+            &tdp,
+            vec![],
+        ));
+        for v in 0..PER_ROUTER {
+            let mut vm = port(
+                format!("tvm-{r}-{v}"),
+                format!("tvm-{r}-{v}"),
+                "",
+                &tdp,
+                vec![format!(
+                    "fa:16:3e:03:{:02x}:{:02x} 10.{}.{}.{}",
+                    (v / 256) % 256,
+                    v % 256,
+                    200 + r / 64,
+                    (r % 64) * 4 + (v + 2) / 256,
+                    (v + 2) % 256
+                )],
+            );
+            vm.chassis = Some("elsewhere".into());
+            m.upsert_port(vm);
+        }
+    }
+    m
+}
+
+fn median(mut v: Vec<Duration>) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("exposure counts"))
+        .collect();
+    let sizes = if sizes.is_empty() {
+        vec![1000, 10_000, 30_000]
+    } else {
+        sizes
+    };
+    let local = LocalChassis {
+        name: "here".into(),
+        bridge_mappings: vec![("public".into(), "br-ex".into())],
+    };
+    let tenant = TenantOptions {
+        expose_tenant_networks: true,
+        ..Default::default()
+    };
+    let bridge = InterfaceName::new("br-ex").unwrap();
+    let settings = UnderlaySettings {
+        bgp_nic: InterfaceName::new("bgp-nic").unwrap(),
+        bgp_vrf: InterfaceName::new("bgp-vrf").unwrap(),
+        vrf_table: 10,
+        vrf_kind: VrfKind::Vrf,
+        nic_kind: NicKind::Dummy,
+        rule_priority: 32000,
+    };
+    let mut facts = Facts::default();
+    facts.tables.insert(bridge.clone(), 200);
+    facts
+        .bridge_macs
+        .insert(bridge, "aa:aa:aa:aa:aa:01".parse().unwrap());
+    println!(
+        "| exposures here | from scratch (ms) | cached (ms) | roots recomputed | underlay render (ms) |"
+    );
+    println!("|---|---|---|---|---|");
+    for n in sizes {
+        let mut model = busy_model(n);
+        let mut cache = ExposureCache::default();
+        let first = cache.compute(&model, &local, &tenant);
+        let (mut scratch, mut cached, mut rendered) = (Vec::new(), Vec::new(), Vec::new());
+        let mut recomputed = 0;
+        for e in 0..EVENTS {
+            let mut vm = port(
+                format!("pvm-{e}"),
+                format!("pvm-{e}"),
+                "",
+                "dp-prov",
+                vec![format!(
+                    "fa:16:3e:04:00:{:02x} {}",
+                    e % 256,
+                    ip([172, 30], e)
+                )],
+            );
+            vm.chassis = Some(HERE.into());
+            model.upsert_port(vm);
+            let t = Instant::now();
+            let fresh = compute(&model, &local, &tenant);
+            scratch.push(t.elapsed());
+            let t = Instant::now();
+            let set = cache.compute(&model, &local, &tenant);
+            cached.push(t.elapsed());
+            recomputed = cache.last_stats().recomputed;
+            assert_eq!(set, fresh);
+            let t = Instant::now();
+            let out = render(&settings, &facts, &set);
+            rendered.push(t.elapsed());
+            assert!(out.system.addresses.len() > set.global().ips.len() / 2);
+        }
+        println!(
+            "| {} | {:.2} | {:.2} | {} of {} | {:.2} |",
+            first.global().ips.len(),
+            median(scratch),
+            median(cached),
+            recomputed,
+            cache.last_stats().roots,
+            median(rendered)
+        );
+    }
+}
