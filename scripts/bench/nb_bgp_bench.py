@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -42,18 +43,27 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this one)
+    BUSY_FIPS_PER_ROUTER,
+    BUSY_MAX_ROUTERS,
+    BUSY_PER_ROUTER,
+    BUSY_VMS_PER_ROUTER,
     Agent,
     Ovsdb,
     Watcher,
+    busy_fip,
+    check_result,
     clean_agent_kernel_state,
+    full_reconciles,
     log,
     machine_info,
     mac_of,
     measured_ip,
+    metric_reconciles,
     netlink_socket_in,
     omap,
     parse_log_line,
     read_env,
+    reconcile_delta,
     set_of,
     summary,
     uuid_ref,
@@ -67,6 +77,10 @@ PROJECTS_PER_PROVIDER = 1000
 LSPS_PER_PROJECT = 10
 PROJECTS_PER_TXN = 500
 PROJECT_ID = "0123456789abcdef0123456789abcdef"
+# Busy gateway (--busy, issue 17): the SB bench's shapes (BUSY_* and busy_fip come from there:
+# 500 centralized FIPs and one tenant subnet of 500 VMs per router), written as Neutron writes
+# them in the NB, plus the Southbound `cr-lrp-<gateway>` binding northd would have bound here.
+BUSY_DATAPATH_KEY_BASE = 200000  # SB Datapath_Binding tunnel keys of the busy routers
 
 
 def rid(kind, i):
@@ -95,6 +109,12 @@ class NbLab:
         self.ports = []  # measured ports: (name, ip, NB uuid)
         self.projects = 0
         self.providers = {}  # provider index -> Logical_Switch uuid
+        self.env_dir = os.path.dirname(env["AGENT_CONF"])  # full_reconciles() writes there
+        self.busy_routers = 0
+        self.busy_ips = []  # every address the busy routers expose here (FIPs, tenant VMs)
+        self.busy_gateway_ips = []  # and their gateway addresses (one per router)
+        self.sb_chassis = None  # this chassis' SB Chassis uuid and the HA group of its gateways
+        self.sb_ha_group = None
 
     def select(self, table, where, columns):
         return self.w.transact(
@@ -291,12 +311,192 @@ class NbLab:
             self.projects = end
         log(f"bulk projects now {self.projects} (+{time.time() - t0:.1f} s)")
 
+    # ---- Busy gateway (--busy)
+
+    def sb_transact(self, ops, what):
+        """One Southbound transaction on a connection of its own (set-up only, not timed)."""
+        sb = Ovsdb(self.env["SB_SOCK"], "OVN_Southbound")
+        try:
+            req = sb.transact_async(ops)
+            deadline = time.time() + 120
+            while req not in sb.replies:
+                if time.time() > deadline:
+                    raise TimeoutError(f"SB {what}")
+                select.select([sb.sock], [], [], 1)
+                sb.on_readable(time.time())
+            return check_result(sb.replies[req][1], what)
+        finally:
+            sb.sock.close()
+
+    def find_sb_gateway_chassis(self):
+        """This chassis' Chassis uuid, and the HA_Chassis_Group of the lab's own gateway
+        (`cr-lrp-<GW_PORT_ID>`, northd made it from the gateway's Gateway_Chassis before it was
+        paused): the busy gateways' bindings get the same group, so ovn-controller, which
+        releases a chassisredirect binding of its chassis that no active group names, keeps them."""
+        res = self.sb_transact([
+            {"op": "select", "table": "Chassis", "where": [["name", "==", self.env["CHASSIS_NAME"]]],
+             "columns": ["_uuid"]},
+            {"op": "select", "table": "Port_Binding",
+             "where": [["logical_port", "==", f"cr-lrp-{self.env['GW_PORT_ID']}"]],
+             "columns": ["chassis", "ha_chassis_group"]},
+        ], "find this chassis and the lab gateway's HA group")
+        if len(res[0]["rows"]) != 1 or len(res[1]["rows"]) != 1:
+            raise RuntimeError(f"SB: Chassis {self.env['CHASSIS_NAME']} or the lab's "
+                               f"cr-lrp-{self.env['GW_PORT_ID']} binding not found")
+        self.sb_chassis = res[0]["rows"][0]["_uuid"][1]
+        pb = res[1]["rows"][0]
+        if pb["chassis"] != uuid_ref(self.sb_chassis) or pb["ha_chassis_group"][0] != "uuid":
+            raise RuntimeError(f"SB: the lab's gateway binding is not bound here with an HA "
+                               f"group: {pb}")
+        self.sb_ha_group = pb["ha_chassis_group"][1]
+
+    def add_busy(self, target):
+        """Routers with a gateway hosted here until this chassis exposes `target` more addresses
+        (centralized FIPs + tenant VMs): NB rows as Neutron writes them, then the Southbound
+        chassisredirect binding northd would write and ovn-controller bind here."""
+        t0 = time.time()
+        if self.sb_chassis is None:
+            self.find_sb_gateway_chassis()
+            if self.select("Logical_Router", [["name", "==", f"neutron-{rid(0xe0, 0)}"]],
+                           ["_uuid"]):
+                raise RuntimeError("the NB already holds busy routers (re-run on a fresh lab)")
+        while self.busy_routers * BUSY_PER_ROUTER < target:
+            k = self.busy_routers
+            if k >= BUSY_MAX_ROUTERS:
+                raise ValueError(f"--busy: at most {BUSY_MAX_ROUTERS * BUSY_PER_ROUTER}")
+            ops, gw_lrp, router, mac, gw_ip = self.busy_router_ops(k)
+            res = self.w.transact(ops, what=f"insert busy router {k} (NB)")
+            lr_uuid = res[len(ops) - 2]["uuid"][1]  # the Logical_Router insert
+            self.sb_transact([
+                {"op": "insert", "table": "Datapath_Binding", "uuid-name": "dp",
+                 "row": {"tunnel_key": BUSY_DATAPATH_KEY_BASE + k,
+                         "external_ids": omap({"logical-router": lr_uuid, "name": router})}},
+                {"op": "insert", "table": "Port_Binding",
+                 "row": {"logical_port": f"cr-{gw_lrp}", "type": "chassisredirect",
+                         "datapath": ["named-uuid", "dp"], "tunnel_key": 2,
+                         "mac": set_of([f"{mac} {gw_ip}/16"]),
+                         "options": omap({"distributed-port": gw_lrp}),
+                         "chassis": uuid_ref(self.sb_chassis), "up": True,
+                         "ha_chassis_group": uuid_ref(self.sb_ha_group)}},
+            ], f"insert cr-{gw_lrp} (SB)")
+            self.busy_routers += 1
+        log(f"busy exposures now {len(self.busy_ips)} on {self.busy_routers} routers "
+            f"(+{time.time() - t0:.1f} s)")
+
+    def busy_router_ops(self, k):
+        """NB rows of busy router `k` (one transaction): gateway LRP on the lab's provider switch
+        (`neutron:is_ext_gw`, a Gateway_Chassis naming this chassis) and its `router` LSP there;
+        a tenant switch with its router-interface port (up, as northd sets it), a metadata
+        localport and BUSY_VMS_PER_ROUTER VMs bound to other hosts; an SNAT of the subnet and
+        BUSY_FIPS_PER_ROUTER centralized FIPs (dnat_and_snat, `gateway_port`, no external_mac),
+        one per VM. Returns the ops (the Logical_Router insert second to last), the gateway LRP
+        name, the router's NB name, the gateway MAC and IP."""
+        router, net, gw, ri = rid(0xe0, k), rid(0xe1, k), rid(0xe2, k), rid(0xe3, k)
+        router_name, tenant_ls = f"neutron-{router}", f"neutron-{net}"
+        gw_mac, ri_mac = mac_of(0xb2, k), mac_of(0xb3, k)
+        gw_ip = f"198.19.255.{k + 1}"  # as in the SB bench
+        ri_cidr = f"10.200.{4 * k + 3}.254/22"
+        fips = [busy_fip(k * BUSY_FIPS_PER_ROUTER + j) for j in range(BUSY_FIPS_PER_ROUTER)]
+        vms = [f"10.200.{4 * k + j // 250}.{j % 250 + 1}" for j in range(BUSY_VMS_PER_ROUTER)]
+        ext = lambda **kv: omap({k_.replace("__", ":"): v for k_, v in kv.items()})  # noqa: E731
+        ops = []
+        ops.append({"op": "insert", "table": "Logical_Switch_Port", "uuid-name": "gwp",
+                    "row": {"name": gw, "type": "router", "addresses": "router", "up": True,
+                            "options": omap({"router-port": f"lrp-{gw}",
+                                             "nat-addresses": "router"}),
+                            "external_ids": ext(neutron__cidrs=f"{gw_ip}/16",
+                                                neutron__device_owner="network:router_gateway",
+                                                neutron__device_id=router,
+                                                neutron__network_name=self.provider_ls,
+                                                neutron__project_id="")}})
+        ops.append({"op": "mutate", "table": "Logical_Switch",
+                    "where": [["name", "==", self.provider_ls]],
+                    "mutations": [["ports", "insert", set_of([["named-uuid", "gwp"]])]]})
+        tenant_refs = []
+
+        def tenant_lsp(tag, row):
+            ops.append({"op": "insert", "table": "Logical_Switch_Port", "uuid-name": tag,
+                        "row": row})
+            tenant_refs.append(["named-uuid", tag])
+
+        tenant_lsp("rif", {"name": ri, "type": "router", "addresses": "router", "up": True,
+                           "options": omap({"router-port": f"lrp-{ri}"}),
+                           "external_ids": ext(neutron__cidrs=ri_cidr,
+                                               neutron__device_owner="network:router_interface",
+                                               neutron__device_id=router,
+                                               neutron__network_name=tenant_ls,
+                                               neutron__project_id=PROJECT_ID)})
+        tenant_lsp("meta", {"name": rid(0xe4, k), "type": "localport",
+                            "addresses": f"{mac_of(0xb5, k)} 10.200.{4 * k + 3}.253",
+                            "external_ids": ext(neutron__device_owner="network:distributed",
+                                                neutron__device_id=f"ovnmeta-{net}",
+                                                neutron__cidrs=f"10.200.{4 * k + 3}.253/22",
+                                                neutron__network_name=tenant_ls)})
+        vm_ports = []
+        for j, ip in enumerate(vms):
+            name, mac = rid(0xe5, k << 16 | j), mac_of(0xb4, k * 1000 + j)
+            host = f"compute-{(k * 7 + j) % REMOTE_HOSTS:04d}"
+            vm_ports.append(name)
+            tenant_lsp(f"vm{j}", {
+                "name": name, "addresses": f"{mac} {ip}", "port_security": f"{mac} {ip}",
+                "options": omap({"requested-chassis": host}), "up": True,
+                "external_ids": ext(neutron__cidrs=f"{ip}/22",
+                                    neutron__device_id=rid(0xe6, k << 16 | j),
+                                    neutron__device_owner="compute:nova",
+                                    neutron__host_id=host,
+                                    neutron__network_name=tenant_ls,
+                                    neutron__project_id=PROJECT_ID,
+                                    neutron__revision_number="4")})
+        ops.append({"op": "insert", "table": "Logical_Switch", "row": {
+            "name": tenant_ls, "ports": set_of(tenant_refs),
+            "external_ids": ext(neutron__network_name=f"busy-net-{k}")}})
+        ops.append({"op": "insert", "table": "Gateway_Chassis", "uuid-name": "gwc",
+                    "row": {"name": f"lrp-{gw}_{self.env['CHASSIS_NAME']}",
+                            "chassis_name": self.env["CHASSIS_NAME"], "priority": 1}})
+        ops.append({"op": "insert", "table": "Logical_Router_Port", "uuid-name": "G",
+                    "row": {"name": f"lrp-{gw}", "mac": gw_mac, "networks": f"{gw_ip}/16",
+                            "gateway_chassis": ["named-uuid", "gwc"],
+                            "external_ids": ext(neutron__network_name=self.provider_ls,
+                                                neutron__router_name=router,
+                                                neutron__is_ext_gw="True")}})
+        ops.append({"op": "insert", "table": "Logical_Router_Port", "uuid-name": "R",
+                    "row": {"name": f"lrp-{ri}", "mac": ri_mac, "networks": ri_cidr,
+                            "external_ids": ext(neutron__network_name=tenant_ls,
+                                                neutron__router_name=router)}})
+        nats = ["S"]
+        ops.append({"op": "insert", "table": "NAT", "uuid-name": "S",
+                    "row": {"type": "snat", "external_ip": gw_ip,
+                            "logical_ip": f"10.200.{4 * k}.0/22",
+                            "gateway_port": ["named-uuid", "G"],
+                            "external_ids": ext(neutron__router_name=router_name)}})
+        for j, (fip, ip, port) in enumerate(zip(fips, vms, vm_ports)):
+            nats.append(f"F{j}")
+            ops.append({"op": "insert", "table": "NAT", "uuid-name": f"F{j}",
+                        "row": {"type": "dnat_and_snat", "external_ip": fip, "logical_ip": ip,
+                                "logical_port": port, "gateway_port": ["named-uuid", "G"],
+                                "external_ids": ext(neutron__fip_id=rid(0xe7, k << 16 | j),
+                                                    neutron__fip_port_id=port,
+                                                    neutron__fip_network_id=self.env["NET_PUBLIC_ID"],
+                                                    neutron__router_name=router_name,
+                                                    neutron__revision_number="1")}})
+        ops.append({"op": "insert", "table": "Logical_Router", "row": {
+            "name": router_name,
+            "ports": set_of([["named-uuid", "G"], ["named-uuid", "R"]]),
+            "nat": set_of([["named-uuid", n] for n in nats]),
+            "external_ids": ext(neutron__router_name=f"busy-router-{k}",
+                                neutron__gw_port_id=gw)}})
+        ops.append({"op": "comment", "comment": f"nb_bgp_bench: busy router {k}"})
+        self.busy_ips += fips + vms
+        self.busy_gateway_ips.append(gw_ip)
+        return ops, f"lrp-{gw}", router_name, gw_mac, gw_ip
+
 
 # --------------------------------------------------------------------------------------------
 
 
 def measure(lab, w, agent, args, counts):
-    res = {"nb_rows": counts}
+    res = {"nb_rows": counts, "busy_exposures": len(lab.busy_ips),
+           "busy_routers": lab.busy_routers}
     k = args.cold_start_ports
     cold = lab.ports[:k]
     events = lab.ports[k:k + args.events]
@@ -306,9 +506,11 @@ def measure(lab, w, agent, args, counts):
         agent.stop()
         tables = clean_agent_kernel_state(lab.env["NS_CHASSIS"])
         w.dump_addresses()
-        want = {ip for _, ip, _ in cold}
+        # With --busy: every busy address too (FIPs, tenant VMs, the routers' gateways).
+        want = {ip for _, ip, _ in cold} | set(lab.busy_ips) | set(lab.busy_gateway_ips)
         if want & w.present:
-            raise RuntimeError("cold-start addresses still present after removing bgp-nic")
+            raise RuntimeError("cold-start addresses still present after removing bgp-nic: "
+                               f"{sorted(want & w.present)[:5]}")
         t0 = agent.start()
         w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "cold start exposure")
         if not agent.alive():
@@ -331,6 +533,7 @@ def measure(lab, w, agent, args, counts):
                 phases.append((p[3][:160], round((p[0] - t0) * 1000, 1)))
         return {
             "local_ports": k,
+            "busy_addresses": len(lab.busy_ips) + len(lab.busy_gateway_ips),
             "exec_to_all_addresses_ms": round((t_all - t0) * 1000, 1),
             "exec_to_first_address_ms": round((t_first - t0) * 1000, 1),
             "exec_to_nb_replica_ready_ms": ready,
@@ -373,8 +576,10 @@ def measure(lab, w, agent, args, counts):
 
     cpu0 = agent.cpu_seconds()
     t_cpu0 = time.time()
+    rec0 = metric_reconciles(lab.env)
     res["bind"] = one_by_one(events, True)
     cpu1 = agent.cpu_seconds()
+    res["bind"]["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
     res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
     res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)
     res["bind"]["wall_s"] = round(time.time() - t_cpu0, 1)
@@ -420,6 +625,11 @@ def measure(lab, w, agent, args, counts):
     wait_idle(agent, w, quiet=0.5)
     res["rss_end"] = memory(agent)
     log(f"RSS: {res['rss_end']}")
+    if args.full_reconciles > 0:
+        # The SB bench's: the agent restarted with reconcile_interval = --full-interval, the
+        # duration of its next periodic reconciles (nothing to change) from its metrics.
+        res["full_reconcile"] = full_reconciles(lab, w, agent, args, cold)
+        log(f"full reconcile: {res['full_reconcile']}")
     res["netlink_overruns"] = w.overruns
     return res
 
@@ -768,6 +978,14 @@ def main():
     ap.add_argument("--gap", type=float, default=0.05,
                     help="agent log quiet time before each single event (s)")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--busy", default="",
+                    help="busy gateway: exposures on this chassis (centralized FIPs + tenant "
+                         "VMs), comma separated, increasing; the bulk is loaded once, to the "
+                         "last of --sizes")
+    ap.add_argument("--full-reconciles", type=int, default=5,
+                    help="periodic full reconciles timed per run (0: skip)")
+    ap.add_argument("--full-interval", type=int, default=2,
+                    help="reconcile_interval (s) of the agent while timing full reconciles")
     ap.add_argument("--out", help="JSON results file")
     ap.add_argument("--upstream-venv",
                     help="also run upstream ovn-bgp-agent (NB driver) from this venv at each N, "
@@ -810,16 +1028,29 @@ def main():
         lab.set_fip_centralized()
         lab.create_measured_ports(measured, args.cold_start_ports)
         base = lab.count("Logical_Switch_Port")
-        for size in [int(s) for s in args.sizes.split(",")]:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        # Without --busy: one run per N. With it: the bulk loaded once, one run per busy size.
+        steps = [(size, 0) for size in sizes] if not args.busy else \
+            [(sizes[-1], int(b)) for b in args.busy.split(",")]
+        if args.busy and (upstream or args.skip_ours):
+            raise SystemExit("--busy measures our agent only (no BENCH_UPSTREAM)")
+        for size, busy in steps:
             want = max(0, size - base) // LSPS_PER_PROJECT
             t0 = time.time()
             lab.add_bulk(want)
             load_s = round(time.time() - t0, 1)
+            if busy:
+                t0 = time.time()
+                lab.add_busy(busy)
+                busy_s = round(time.time() - t0, 1)
             time.sleep(args.settle)
             counts = {t: lab.count(t) for t in ("Logical_Switch_Port", "Logical_Switch",
                                                 "Logical_Router", "Logical_Router_Port", "NAT")}
             counts["bulk_load_s"] = load_s
-            log(f"=== N = {counts['Logical_Switch_Port']} LSPs in the NB: {counts} ===")
+            if busy:
+                counts["busy_load_s"] = busy_s
+            log(f"=== N = {counts['Logical_Switch_Port']} LSPs in the NB: {counts}; "
+                f"{len(lab.busy_ips)} busy exposures on {lab.busy_routers} routers here ===")
             run = {"nb_rows": counts} if args.skip_ours else measure(lab, w, agent, args, counts)
             run["lsps"] = counts["Logical_Switch_Port"]
             if upstream:
@@ -845,11 +1076,13 @@ def main():
 def markdown(results):
     """The figures as a markdown table (docs/nb-bgp-benchmark.md)."""
     rows = [
+        ("exposures of the busy routers here (FIPs + tenant VMs)",
+         lambda r: f"{r['busy_exposures']} ({r['busy_routers']} routers)"),
         ("NB rows: LS / LR / LRP / NAT",
          lambda r: " / ".join(str(r["nb_rows"][t]) for t in
                               ("Logical_Switch", "Logical_Router", "Logical_Router_Port", "NAT"))),
         ("bulk load time, this size (s)", lambda r: f"{r['nb_rows']['bulk_load_s']}"),
-        ("cold start: exec to all K addresses (ms)",
+        ("cold start: exec to all K (+ busy) addresses (ms)",
          lambda r: f"{r['cold_start']['exec_to_all_addresses_ms']}"),
         ("cold start, repeated (ms)", lambda r: " / ".join(map(str, r["cold_start_repeats_ms"]))),
         ("cold start: exec to NB replica ready (ms)",
@@ -875,17 +1108,28 @@ def markdown(results):
          lambda r: f"{r['burst_pipelined_unbind']['send_to_last_address_ms']}"),
         ("agent CPU per bind event: own / child processes (ms)",
          lambda r: f"{r['bind']['agent_cpu_ms_per_event']} / {r['bind']['children_cpu_ms_per_event']}"),
+        ("reconcile per bind event (`change` trigger, metrics), mean (ms)",
+         lambda r: f"{r['bind']['reconciles_by_trigger']['change']['mean_ms']}"),
+        ("full reconcile (`reconcile_interval`, no change) p50 / max (ms)",
+         lambda r: f"{r['full_reconcile']['durations']['p50_ms']} / "
+                   f"{r['full_reconcile']['durations']['max_ms']}"),
         ("VmRSS after start / at end (MiB)",
          lambda r: f"{r['rss_after_start']['VmRSS']:.1f} / {r['rss_end']['VmRSS']:.1f}"),
         ("VmHWM at end (MiB)", lambda r: f"{r['rss_end']['VmHWM']:.1f}"),
         ("anonymous / of it in huge pages, at end (MiB)",
          lambda r: f"{r['rss_end']['Anonymous']:.1f} / {r['rss_end']['AnonHugePages']:.1f}"),
+        ("VmRSS / VmHWM after the full reconciles (MiB)",
+         lambda r: f"{r['full_reconcile']['rss']['VmRSS']:.1f} / "
+                   f"{r['full_reconcile']['rss']['VmHWM']:.1f}"),
         ("load average (1/5/15 min) after the run", lambda r: " ".join(r["loadavg"])),
     ]
     runs = results["runs"]
-    out = ["| | " + " | ".join(f"N = {r['lsps']} LSPs" for r in runs) + " |",
+    busy = any(r.get("busy_exposures") for r in runs)
+    head = [f"{r.get('busy_exposures', 0)} here, N = {r['lsps']} LSPs" if busy
+            else f"N = {r['lsps']} LSPs" for r in runs]
+    out = ["| | " + " | ".join(head) + " |",
            "|---|" + "---|" * len(runs)]
-    for label, f in rows:
+    for label, f in rows if busy else rows[1:]:
         cells = []
         for r in runs:
             try:

@@ -7,9 +7,12 @@
 #   sudo scripts/bench/nb_bgp_bench.sh                 # N = 1000,10000,100000
 #   sudo BENCH_SIZES=1000,10000 scripts/bench/nb_bgp_bench.sh
 #   sudo scripts/bench/nb_bgp_bench.sh --keep          # leave the lab up afterwards
+#   sudo BENCH_SIZES=10000 scripts/bench/nb_bgp_bench.sh --busy 1000,10000,30000
+#                      # busy gateway (issue 17): N loaded once, then 1k, 10k, 30k exposures here
 #
 # Environment: BENCH_SIZES, BENCH_EVENTS (200), BENCH_BURST (50), BENCH_COLD_PORTS (100),
-# BENCH_COLD_STARTS (3), BENCH_OUT (JSON results, default $LAB_DIR/../nb-bgp-bench-<time>.json),
+# BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
+# BENCH_OUT (JSON results, default $LAB_DIR/../nb-bgp-bench-<time>.json),
 # CARGO_TARGET_DIR (where the release build goes), and the lab's own LAB_DIR / LAB_NS_PREFIX /
 # LAB_NB_TCP_PORT / LAB_SB_TCP_PORT (defaults below keep it apart from a default lab). The lab is
 # torn down at the end (also on failure) unless --keep.
@@ -31,7 +34,15 @@ export LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16771}
 sizes=${BENCH_SIZES:-1000,10000,100000}
 out=${BENCH_OUT:-$(dirname "$LAB_DIR")/nb-bgp-bench-$(date -u +%Y%m%dT%H%M%SZ).json}
 keep=0
-[ "${1:-}" = "--keep" ] && keep=1
+busy=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --keep) keep=1 ;;
+        --busy) busy=${2:?--busy needs a list of exposure counts, e.g. 1000,10000,30000}; shift ;;
+        *) echo "unknown argument: $1 (expected --keep, --busy N,...)" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }
@@ -84,5 +95,6 @@ python3 scripts/bench/nb_bgp_bench.py \
     --lab-dir "$LAB_DIR" --agent "$agent" --sizes "$sizes" \
     --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
     --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
+    --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" \
     --out "$out" "${upstream_args[@]}"
 echo "==> JSON results: $out"
