@@ -15,7 +15,17 @@ the agent (release build, `driver = nb_ovn_bgp_driver`) on the ports of this cha
 - unbind latency: requested-chassis another host + up=false, to RTM_DELADDR;
 - bursts of 50 bindings: 50 transactions pipelined back to back, and 50 bindings in one
   transaction: first send to the last address;
-- agent RSS: VmRSS and VmHWM from /proc/<pid>/status; agent CPU per bind event.
+- agent RSS: VmRSS and VmHWM from /proc/<pid>/status; agent CPU per bind event;
+- full reconcile: the agent restarted with `reconcile_interval` = 2 s, the duration of its
+  periodic reconciles (nothing to change) from its metrics (sb_bgp_bench.full_reconciles).
+
+--busy B1,B2,... (the busy gateway, issue 17; the SB bench's shapes): the bulk is loaded once
+(the last of --sizes), then for each B (increasing) routers whose gateway is hosted here are
+added, each with 500 centralized FIPs and a tenant subnet of 500 VMs, until this chassis exposes
+B more addresses; the same measurements run at each B. A busy router is NB rows (router, gateway
+LRP on the lab's provider switch, FIP NAT rows with gateway_port, tenant switch with its
+router-interface port and VMs) plus the Southbound `cr-lrp-<gateway>` chassisredirect binding
+bound to this chassis, which is how the NB driver learns on OVN 23.03 that the gateway is here.
 
 `up` is written by this script directly: in OVN, northd copies it from the Southbound
 Port_Binding. northd is paused (`ovn-appctl pause`) for the whole run, so it neither overwrites
