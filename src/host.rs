@@ -34,7 +34,7 @@ use crate::plugin::{
 };
 use crate::policy::{self, PolicyContext};
 use crate::system::{ChangeReport, DesiredSystem};
-use crate::telemetry::{HealthLimits, Telemetry};
+use crate::telemetry::{HealthLimits, Stage, Telemetry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -260,8 +260,13 @@ impl Agent {
 
     /// The driver's exposures after the policy stage.
     fn exposures(&self) -> Result<ExposureSet, PluginError> {
+        let started = tokio::time::Instant::now();
         let mut exposures = self.driver.desired_exposures()?;
+        let computed = tokio::time::Instant::now();
+        self.telemetry
+            .stage_took(Stage::Compute, computed - started);
         policy::apply(&mut exposures, &self.policy);
+        self.telemetry.stage_took(Stage::Policy, computed.elapsed());
         Ok(exposures)
     }
 
@@ -302,6 +307,7 @@ impl Agent {
             );
             format!("computing exposures failed: {e}")
         })?;
+        let render_started = tokio::time::Instant::now();
         if let Err(e) = self.backend.observe(&exposures).await {
             error!(
                 backend = self.backend_name,
@@ -318,6 +324,8 @@ impl Agent {
             );
             format!("rendering system state failed: {e}")
         })?;
+        self.telemetry
+            .stage_took(Stage::Render, render_started.elapsed());
         let mut skipped = std::mem::take(&mut exposures.skipped);
         skipped.extend(rendered.skipped);
         let skipped = Arc::new(skipped);
@@ -333,7 +341,10 @@ impl Agent {
         desired: Arc<DesiredSystem>,
         why: &str,
     ) -> Result<(ChangeReport, Arc<DesiredSystem>), String> {
-        let result = match self.ctx.caps.reconciler.reconcile_shared(&desired).await {
+        let started = tokio::time::Instant::now();
+        let applied = self.ctx.caps.reconciler.reconcile_shared(&desired).await;
+        self.telemetry.stage_took(Stage::Apply, started.elapsed());
+        let result = match applied {
             Ok(report) if report.is_noop() => {
                 debug!(reason = why, "reconciled: no change");
                 Ok((report, desired.clone()))

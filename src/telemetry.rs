@@ -264,6 +264,35 @@ struct TriggerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    stage: &'static str,
+}
+
+/// The stages of a reconcile, as timed in `reconcile_stage_duration_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The driver's exposures.
+    Compute,
+    /// The policy stage over them.
+    Policy,
+    /// The backend's view of the system and its rendering of the desired state.
+    Render,
+    /// The reconcilers applying it (kernel, then the wait for the tool chains).
+    Apply,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Compute => "compute",
+            Stage::Policy => "policy",
+            Stage::Render => "render",
+            Stage::Apply => "apply",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     trigger: String,
     result: String,
@@ -377,6 +406,7 @@ pub struct Telemetry {
     snapshot: RwLock<Snapshot>,
     reconciles: Family<ResultLabels, Counter>,
     reconcile_seconds: Family<TriggerLabels, Histogram>,
+    stage_seconds: Family<StageLabels, Histogram>,
     change_to_applied_seconds: Histogram,
     exposed: Family<ExposedLabels, Gauge>,
     skipped: Gauge,
@@ -445,6 +475,9 @@ impl Telemetry {
             reconcile_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
+            stage_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+            }),
             change_to_applied_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             exposed: Family::default(),
             skipped: Gauge::default(),
@@ -467,6 +500,13 @@ impl Telemetry {
             "reconcile_duration_seconds",
             "Time from the start of a reconcile (compute, render, apply) to its end, by trigger",
             t.reconcile_seconds.clone(),
+        );
+        r.register(
+            "reconcile_stage_duration_seconds",
+            "Time a reconcile spent in each stage: compute (the driver's exposures), policy, \
+             render (the backend's desired state) and apply (the reconcilers); a drift repair \
+             re-applies the last state and has only the last",
+            t.stage_seconds.clone(),
         );
         r.register(
             "change_to_applied_seconds",
@@ -590,6 +630,15 @@ impl Telemetry {
     pub fn change_applied(&self, since_change: Duration) {
         self.change_to_applied_seconds
             .observe(since_change.as_secs_f64());
+    }
+
+    /// A reconcile spent `took` in `stage`.
+    pub fn stage_took(&self, stage: Stage, took: Duration) {
+        self.stage_seconds
+            .get_or_create(&StageLabels {
+                stage: stage.name(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// Record the exposures the driver and policy stage produced, and what was refused.

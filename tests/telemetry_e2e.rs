@@ -277,6 +277,19 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
     };
     assert!(plans("full") >= 1.0, "{text}");
     assert_eq!(plans("dumps"), 0.0, "{text}");
+    // Every stage of a reconcile is timed, each at least once by now.
+    for stage in ["compute", "policy", "render", "apply"] {
+        let count: f64 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "ovn_bgp_agent_reconcile_stage_duration_seconds_count{{stage=\"{stage}\"}} "
+                ))
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("stage {stage} not in /metrics:\n{text}"));
+        assert!(count >= 1.0, "stage {stage}: {count}");
+    }
     let last_ok: f64 = text
         .lines()
         .find_map(|l| l.strip_prefix("ovn_bgp_agent_last_successful_reconcile_timestamp_seconds "))

@@ -74,6 +74,7 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     parse_log_line,
     read_env,
     reconcile_delta,
+    stage_means,
     set_of,
     summary,
     uuid_ref,
@@ -1120,6 +1121,8 @@ def markdown(results):
          lambda r: f"{r['bind']['agent_cpu_ms_per_event']} / {r['bind']['children_cpu_ms_per_event']}"),
         ("reconcile per bind event (`change` trigger, metrics), mean (ms)",
          lambda r: f"{r['bind']['reconciles_by_trigger']['change']['mean_ms']}"),
+        ("reconciles in that window, per stage: compute / policy / render / apply, mean (ms)",
+         stage_means),
         ("full reconcile (`reconcile_interval`, no change) p50 / max (ms)",
          lambda r: f"{r['full_reconcile']['durations']['p50_ms']} / "
                    f"{r['full_reconcile']['durations']['max_ms']}"),

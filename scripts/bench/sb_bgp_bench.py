@@ -871,16 +871,28 @@ def measure(lab, w, agent, args, n_total):
 
 RECONCILE_METRIC = re.compile(
     r'^\w*reconcile_duration_seconds_(sum|count)\{[^}]*trigger="([^"]*)"[^}]*\} (\S+)$', re.M)
+STAGE_METRIC = re.compile(
+    r'^\w*reconcile_stage_duration_seconds_(sum|count)\{[^}]*stage="([^"]*)"[^}]*\} (\S+)$', re.M)
+STAGES = ("compute", "policy", "render", "apply")
 
 
 def metric_reconciles(env):
-    """{trigger: [count, total seconds]} of the agent's reconcile-duration histogram."""
+    """{trigger: [count, total seconds]} of the agent's reconcile-duration histogram, and
+    {"stage:<stage>": [count, total seconds]} of its per-stage histogram."""
     url = f"http://{env['AGENT_METRICS']}/metrics"
     text = urllib.request.urlopen(url, timeout=5).read().decode()
     out = {}
     for kind, trigger, value in RECONCILE_METRIC.findall(text):
         out.setdefault(trigger, [0, 0.0])[0 if kind == "count" else 1] = float(value)
+    for kind, stage, value in STAGE_METRIC.findall(text):
+        out.setdefault(f"stage:{stage}", [0, 0.0])[0 if kind == "count" else 1] = float(value)
     return out
+
+
+def stage_means(r):
+    """compute / policy / render / apply mean ms over the bind events' window (report row)."""
+    by = r["bind"].get("reconciles_by_trigger", {})
+    return " / ".join(str(by.get(f"stage:{s}", {}).get("mean_ms", "–")) for s in STAGES)
 
 
 def metrics_or_empty(env):
@@ -1091,6 +1103,8 @@ def markdown(results):
          lambda r: f"{r['bind']['agent_cpu_ms_per_event']} / {r['bind']['children_cpu_ms_per_event']}"),
         ("reconcile per bind event (`change` trigger, metrics), mean (ms)",
          lambda r: f"{r['bind']['reconciles_by_trigger']['change']['mean_ms']}"),
+        ("reconciles in that window, per stage: compute / policy / render / apply, mean (ms)",
+         stage_means),
         ("full reconcile (`reconcile_interval`, no change) p50 / max (ms)",
          lambda r: f"{r['full_reconcile']['durations']['p50_ms']} / "
                    f"{r['full_reconcile']['durations']['max_ms']}"),

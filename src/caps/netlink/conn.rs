@@ -198,11 +198,16 @@ impl NetlinkConn {
 
     /// The error of the request named `op` after `why`.
     fn interrupted(&self, why: Interrupted, op: &str) -> NetlinkError {
+        self.interrupted_after(why, op, self.timeout)
+    }
+
+    /// [`Self::interrupted`], for a request that was given `deadline`.
+    fn interrupted_after(&self, why: Interrupted, op: &str, deadline: Duration) -> NetlinkError {
         match why {
             Interrupted::Timeout => NetlinkError::Timeout {
                 op: op.to_owned(),
                 netns: self.netns.clone(),
-                timeout: self.timeout,
+                timeout: deadline,
             },
             Interrupted::Overflow => NetlinkError::Resync {
                 op: op.to_owned(),
@@ -213,13 +218,22 @@ impl NetlinkConn {
 
     /// `fut` within the deadline, unless the socket overflows first (then at once).
     async fn guarded<T>(&self, fut: impl Future<Output = T>) -> Result<T, Interrupted> {
+        self.guarded_for(self.timeout, fut).await
+    }
+
+    /// [`Self::guarded`] with a deadline of `deadline`.
+    async fn guarded_for<T>(
+        &self,
+        deadline: Duration,
+        fut: impl Future<Output = T>,
+    ) -> Result<T, Interrupted> {
         let mut overflowed = self.overflowed.clone();
         tokio::select! {
             biased;
             // An `Err` (the drain task ended with the connection) disables this branch: the
             // request then ends as ConnectionClosed.
             Ok(_) = overflowed.wait_for(|o| *o) => Err(Interrupted::Overflow),
-            r = tokio::time::timeout(self.timeout, fut) => r.map_err(|_| Interrupted::Timeout),
+            r = tokio::time::timeout(deadline, fut) => r.map_err(|_| Interrupted::Timeout),
         }
     }
 
@@ -356,14 +370,20 @@ impl NetlinkConn {
             }
             (marker_seq, errors)
         };
-        let (marker_seq, errors) = match self.guarded(collect).await {
+        // The kernel handles a batch inside the `sendmsg` that carries it, one batch after the
+        // other, so a batch's answers may wait behind every batch in flight before it: each is
+        // given the session's timeout. (With 30k addresses on one device, where every new
+        // address makes the kernel rescan them all and ovs-vswitchd re-dump them, eight
+        // batches can take longer than one timeout without anything being hung.)
+        let deadline = self.timeout * IN_FLIGHT as u32;
+        let (marker_seq, errors) = match self.guarded_for(deadline, collect).await {
             Ok(answers) => answers,
             // Which acks were lost is unknown: every request of the batch fails.
             Err(why) => {
                 return whats
                     .into_iter()
                     .map(|w| {
-                        let e = self.interrupted(why, &w);
+                        let e = self.interrupted_after(why, &w, deadline);
                         (w, Err(e))
                     })
                     .collect();
@@ -463,7 +483,8 @@ mod tests {
         match &e {
             NetlinkError::Timeout { op, timeout: t, .. } => {
                 assert_eq!(op, "set link lo up");
-                assert_eq!(*t, timeout);
+                // A request may wait behind every batch in flight before it.
+                assert_eq!(*t, timeout * IN_FLIGHT as u32);
             }
             other => panic!("not a timeout: {other:?}"),
         }

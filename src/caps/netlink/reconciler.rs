@@ -501,11 +501,7 @@ impl NetlinkReconciler {
             match r {
                 Ok(()) => return Ok(report),
                 Err(e @ NetlinkError::MirrorLost { .. }) => self.drop_mirror(&e),
-                Err(e) => {
-                    let r = Err(e);
-                    self.forget_session_if_closed(&r);
-                    return r;
-                }
+                Err(e) => return self.partial(report, e),
             }
         }
         let r = reconcile_in(
@@ -517,8 +513,30 @@ impl NetlinkReconciler {
         )
         .await;
         KERNEL_STATS.by_dumps.fetch_add(1, Ordering::Relaxed);
+        match r {
+            Ok(()) => Ok(report),
+            Err(e) => self.partial(report, e),
+        }
+    }
+
+    /// A reconcile cut short by `e`. When `e` ended the session (a timeout, lost acks), what
+    /// was applied before it is still reported, with `e` as an error of the whole kernel
+    /// part: the objects added are there, and the next reconcile (on a new session) finds
+    /// them so and does not count them again.
+    fn partial(
+        &self,
+        mut report: ChangeReport,
+        e: NetlinkError,
+    ) -> Result<ChangeReport, NetlinkError> {
+        let r = Err(e);
         self.forget_session_if_closed(&r);
-        r.map(|()| report)
+        match r {
+            Err(e) if e.ends_session() => {
+                report.error("kernel", "netlink reconcile", e);
+                Ok(report)
+            }
+            r => r,
+        }
     }
 
     async fn reconcile_mirrored(
