@@ -190,3 +190,69 @@ impl Drop for DeleteNetns {
             .status();
     }
 }
+
+struct FailingFlows(AtomicUsize);
+#[async_trait]
+impl FlowReconciler for FailingFlows {
+    async fn reconcile_flows(
+        &self,
+        _desired: &BTreeSet<PortFlowSpec>,
+        _owned_cookies: &BTreeSet<u64>,
+    ) -> Result<(usize, usize), CapError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Err(CapError::Failed {
+            capability: "flows",
+            message: "ovs-ofctl dump-flows br-ex: killed after 10s".to_owned(),
+        })
+    }
+}
+
+/// With the periodic flow check running (the agent's case), flows that failed are the check's
+/// to retry: an event that does not change them does not run the failing dump again (with 30k
+/// exposures a saturated ovs-vswitchd times every dump out, and retrying on each event kept the
+/// OVS chain busy for good). Without the check, every reconcile retries.
+#[tokio::test]
+async fn failed_flows_are_retried_by_the_flow_check_not_by_every_event() {
+    let ns = TestNetns::new();
+    let config = config_for(&ns);
+    let mut kernel_only = desired();
+    kernel_only.frr.clear();
+    for check_running in [true, false] {
+        let flows = Arc::new(FailingFlows(AtomicUsize::new(0)));
+        let kernel =
+            Arc::new(ovn_bgp_agent::caps::netlink::NetlinkReconciler::from_config(&config.linux));
+        let mut composite = ovn_bgp_agent::caps::reconcile::CompositeReconciler::new(
+            kernel,
+            Some(flows.clone() as Arc<dyn FlowReconciler>),
+            None,
+        );
+        if check_running {
+            composite = composite.with_flow_check_running();
+        }
+        use ovn_bgp_agent::caps::SystemReconciler;
+        let first = composite.reconcile(&kernel_only).await.unwrap();
+        assert_eq!(first.errors.len(), 1, "{:#?}", first.errors);
+        assert_eq!(first.errors[0].class, "flows");
+        let again = composite.reconcile(&kernel_only).await.unwrap();
+        let calls = flows.0.load(Ordering::SeqCst);
+        if check_running {
+            assert_eq!(calls, 1, "the same flows were tried again");
+            assert!(again.errors.is_empty(), "{:#?}", again.errors);
+        } else {
+            assert_eq!(calls, 2);
+            assert_eq!(again.errors.len(), 1);
+        }
+        // Changed flows are always tried.
+        let mut changed = kernel_only.clone();
+        changed.flows.insert(PortFlowSpec {
+            bridge: ifname("br-ex"),
+            in_port: "patch-provnet-2".to_owned(),
+            cookie: 999,
+            priority: 900,
+            matches: "ip".to_owned(),
+            actions: "NORMAL".to_owned(),
+        });
+        composite.reconcile(&changed).await.unwrap();
+        assert_eq!(flows.0.load(Ordering::SeqCst), calls + 1);
+    }
+}

@@ -350,7 +350,13 @@ impl ToolClasses {
                     self.remember_flows(Some(desired));
                 }
                 Err(e) => {
-                    self.remember_flows(None);
+                    // With the periodic flow check running, it retries these flows (it keeps
+                    // the last desired set whatever the outcome): an event that does not change
+                    // them need not try again. Otherwise every event would re-run a dump that
+                    // failed, typically one that timed out because ovs-vswitchd is saturated
+                    // (with 30k exposures it re-reads every address and route on each kernel
+                    // notification), and keep the OVS chain busy for good.
+                    self.remember_flows(self.skip_unchanged_flows.then_some(desired));
                     report.error(FLOWS, "reconcile flows", e);
                 }
             },
