@@ -135,6 +135,10 @@ struct Ctx<'a> {
     evpn_of_switch: HashMap<String, ProviderEvpn>,
     /// Tenant subnets exposed so far (in any scope), for the load-balancer VIPs inside them.
     tenant_subnets: Vec<IpNet>,
+    /// The provider network of each switch looked up by name so far: every FIP names its
+    /// network, thousands of FIPs a handful of networks. Valid for one computation (the
+    /// mappings and EVPN settings it depends on are set before the first lookup).
+    provider_by_switch_name: HashMap<String, Option<ProviderNetwork>>,
     out: ExposureSet,
 }
 
@@ -154,6 +158,7 @@ pub fn compute(
         mappings: Vec::new(),
         evpn_of_switch: HashMap::new(),
         tenant_subnets: Vec::new(),
+        provider_by_switch_name: HashMap::new(),
         out: ExposureSet::default(),
     };
     ctx.wire_bridges();
@@ -665,9 +670,17 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn provider_of_switch_named(&self, name: &str) -> Option<ProviderNetwork> {
-        let ls = self.model.switch_named(name)?;
-        self.provider_of_switch(&ls.uuid)
+    fn provider_of_switch_named(&mut self, name: &str) -> Option<ProviderNetwork> {
+        if let Some(known) = self.provider_by_switch_name.get(name) {
+            return known.clone();
+        }
+        let provider = self
+            .model
+            .switch_named(name)
+            .and_then(|ls| self.provider_of_switch(&ls.uuid));
+        self.provider_by_switch_name
+            .insert(name.to_owned(), provider.clone());
+        provider
     }
 
     /// The MAC and IPs of a port (`addresses[0]`), or its `neutron:cidrs` when the MAC is
