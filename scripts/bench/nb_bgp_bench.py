@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -61,7 +60,6 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     Ovsdb,
     Watcher,
     busy_fip,
-    check_result,
     clean_agent_kernel_state,
     full_reconciles,
     log,
@@ -75,6 +73,7 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     read_env,
     reconcile_delta,
     stage_means,
+    transact_once,
     set_of,
     summary,
     uuid_ref,
@@ -326,18 +325,7 @@ class NbLab:
 
     def sb_transact(self, ops, what):
         """One Southbound transaction on a connection of its own (set-up only, not timed)."""
-        sb = Ovsdb(self.env["SB_SOCK"], "OVN_Southbound")
-        try:
-            req = sb.transact_async(ops)
-            deadline = time.time() + 120
-            while req not in sb.replies:
-                if time.time() > deadline:
-                    raise TimeoutError(f"SB {what}")
-                select.select([sb.sock], [], [], 1)
-                sb.on_readable(time.time())
-            return check_result(sb.replies[req][1], what)
-        finally:
-            sb.sock.close()
+        return transact_once(self.env["SB_SOCK"], "OVN_Southbound", ops, what)
 
     def find_sb_gateway_chassis(self):
         """This chassis' Chassis uuid, and the HA_Chassis_Group of the lab's own gateway

@@ -33,16 +33,7 @@ export LAB_NB_TCP_PORT=${LAB_NB_TCP_PORT:-16770}
 export LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16771}
 sizes=${BENCH_SIZES:-1000,10000,100000}
 out=${BENCH_OUT:-$(dirname "$LAB_DIR")/nb-bgp-bench-$(date -u +%Y%m%dT%H%M%SZ).json}
-keep=0
-busy=
-while [ $# -gt 0 ]; do
-    case $1 in
-        --keep) keep=1 ;;
-        --busy) busy=${2:?--busy needs a list of exposure counts, e.g. 1000,10000,30000}; shift ;;
-        *) echo "unknown argument: $1 (expected --keep, --busy N,...)" >&2; exit 2 ;;
-    esac
-    shift
-done
+. scripts/bench/args.sh "$@"
 
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }

@@ -138,6 +138,22 @@ class Ovsdb:
                 self.replies[msg["id"]] = (now, msg)
 
 
+def transact_once(path, database, ops, what, timeout=120):
+    """One transaction on a connection of its own (set-up only, not timed)."""
+    db = Ovsdb(path, database)
+    try:
+        rid = db.transact_async(ops)
+        deadline = time.time() + timeout
+        while rid not in db.replies:
+            if time.time() > deadline:
+                raise TimeoutError(f"{database} {what}")
+            select.select([db.sock], [], [], 1)
+            db.on_readable(time.time())
+        return check_result(db.replies[rid][1], what)
+    finally:
+        db.sock.close()
+
+
 def check_result(msg, what):
     if msg.get("error"):
         raise RuntimeError(f"{what}: {msg['error']}")
@@ -411,17 +427,7 @@ class Lab:
         self.busy_provider = None  # the JSON reference to the busy provider datapath
 
     def nb_transact(self, ops, what):
-        nb = Ovsdb(self.nb_path, "OVN_Northbound")
-        rid = nb.transact_async(ops)
-        deadline = time.time() + 120
-        while rid not in nb.replies:
-            if time.time() > deadline:
-                raise TimeoutError(f"NB {what}")
-            select.select([nb.sock], [], [], 1)
-            nb.on_readable(time.time())
-        res = check_result(nb.replies[rid][1], what)
-        nb.sock.close()
-        return res
+        return transact_once(self.nb_path, "OVN_Northbound", ops, what)
 
     def select(self, table, where, columns):
         return self.w.transact(

@@ -1,0 +1,12 @@
+# Sourced by sb_bgp_bench.sh and nb_bgp_bench.sh with their arguments: `--keep` (leave the lab
+# up afterwards) into $keep, `--busy N,...` (busy-gateway exposure counts) into $busy.
+keep=0
+busy=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --keep) keep=1 ;;
+        --busy) busy=${2:?--busy needs a list of exposure counts, e.g. 1000,10000,30000}; shift ;;
+        *) echo "unknown argument: $1 (expected --keep, --busy N,...)" >&2; exit 2 ;;
+    esac
+    shift
+done
