@@ -308,8 +308,14 @@ class Agent:
         self.binary, self.conf, self.lab_dir, self.log_path = binary, conf, lab_dir, log_path
         self.proc = None
         self.log_pos = 0
+        self.starts = 0
 
     def start(self):
+        # Each start logs afresh; the previous agent's log is kept as <log>.<n> (an outlier of
+        # one phase must still be explainable after the next phase restarted the agent).
+        if os.path.exists(self.log_path) and os.path.getsize(self.log_path):
+            self.starts += 1
+            os.replace(self.log_path, f"{self.log_path}.{self.starts}")
         open(self.log_path, "w").close()
         self.log_pos = 0
         env = dict(os.environ)
