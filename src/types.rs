@@ -21,9 +21,19 @@ pub enum ValueError {
 
 /// Linux interface name: 1..=15 bytes (IFNAMSIZ - 1), no `/`, whitespace, control characters, or
 /// characters that would need quoting in a shell or FRR configuration.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// Held inline (the bytes, zero-padded, and the length): every object of a desired state names
+/// its device, and on a busy gateway that is tens of thousands of names per event, so a clone is
+/// a 16-byte copy, never an allocation. (Not `Copy`: names are passed around as values that
+/// look owned, and cloned explicitly where the code needs another.) The order is the string's:
+/// a valid name has no NUL byte, so comparing the zero-padded bytes orders a prefix first, as
+/// `str` does.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct InterfaceName(String);
+pub struct InterfaceName {
+    bytes: [u8; InterfaceName::MAX_LEN],
+    len: u8,
+}
 
 impl InterfaceName {
     pub const MAX_LEN: usize = 15;
@@ -51,17 +61,32 @@ impl InterfaceName {
                 "only ASCII letters, digits and - _ . : @ are allowed",
             ));
         }
-        Ok(Self(name))
+        let mut bytes = [0u8; Self::MAX_LEN];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        Ok(Self {
+            bytes,
+            len: name.len() as u8,
+        })
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Only ASCII is ever stored (checked in `new`).
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)])
+            .expect("an interface name is ASCII")
+    }
+}
+
+impl fmt::Debug for InterfaceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("InterfaceName")
+            .field(&self.as_str())
+            .finish()
     }
 }
 
 impl fmt::Display for InterfaceName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -81,7 +106,7 @@ impl TryFrom<String> for InterfaceName {
 
 impl From<InterfaceName> for String {
     fn from(n: InterfaceName) -> String {
-        n.0
+        n.as_str().to_owned()
     }
 }
 
@@ -147,6 +172,46 @@ mod tests {
         assert!(InterfaceName::new("a b").is_err());
         assert!(InterfaceName::new("a/b").is_err());
         assert!(InterfaceName::new("").is_err());
+    }
+
+    /// Held inline, a name still orders, prints, hashes and serializes as its string.
+    #[test]
+    fn interface_names_behave_as_their_strings() {
+        let names = [
+            "br",
+            "br-ex",
+            "br-ex.100",
+            "br-ex1",
+            "bgp-nic",
+            "a",
+            "A",
+            "z.4094",
+            "0123456789abcde",
+            "br-e",
+            "vrf-1001",
+            "veth-ovs-10",
+        ];
+        let mut by_name: Vec<InterfaceName> = names
+            .iter()
+            .map(|n| InterfaceName::new(*n).unwrap())
+            .collect();
+        let mut by_string: Vec<&str> = names.to_vec();
+        by_name.sort();
+        by_string.sort();
+        let sorted: Vec<&str> = by_name.iter().map(InterfaceName::as_str).collect();
+        assert_eq!(sorted, by_string);
+        let n = InterfaceName::new("br-ex.100").unwrap();
+        assert_eq!(n.to_string(), "br-ex.100");
+        assert_eq!(format!("{n:?}"), "InterfaceName(\"br-ex.100\")");
+        assert_eq!(String::from(n.clone()), "br-ex.100");
+        assert_eq!(serde_json::to_string(&n).unwrap(), "\"br-ex.100\"");
+        let back: InterfaceName = serde_json::from_str("\"br-ex.100\"").unwrap();
+        assert_eq!(back, n);
+        assert!(serde_json::from_str::<InterfaceName>("\"a;b\"").is_err());
+        assert_ne!(
+            InterfaceName::new("br").unwrap(),
+            InterfaceName::new("br-ex").unwrap()
+        );
     }
 
     #[test]
