@@ -18,11 +18,10 @@ use std::collections::{BTreeSet, HashMap};
 use ipnet::IpNet;
 
 use super::model::{
-    ModelKey, PortBinding, SbModel, Uuid, lb_vip_name, parse_nat_entry, parse_neutron_cidrs,
-    parse_port_addresses, vm_port_ips,
+    LoadBalancer, ModelKey, PortBinding, SbModel, Uuid, lb_vip_name, parse_nat_entry,
+    parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
 };
 use crate::exposure::{ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork};
-use crate::ovn::sb::model::LoadBalancer;
 use crate::ovn::sb::provider::BridgeMappings;
 
 const TABLE: &str = "Port_Binding";
@@ -558,7 +557,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::ovn::sb::model::LoadBalancer;
 
     const HERE: &str = "ch-here";
     const NAMES: &[&str] = &[

@@ -431,8 +431,13 @@ impl NetlinkReconciler {
         if let Err(e) = r
             && e.ends_session()
         {
-            *self.session.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            self.forget_session();
         }
+    }
+
+    /// Drop the session: the next reconcile opens a new socket.
+    fn forget_session(&self) {
+        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Can links of `kind` (`vrf`, `dummy`, `vlan`, ...) be created in the target namespace?
@@ -528,15 +533,12 @@ impl NetlinkReconciler {
         mut report: ChangeReport,
         e: NetlinkError,
     ) -> Result<ChangeReport, NetlinkError> {
-        let r = Err(e);
-        self.forget_session_if_closed(&r);
-        match r {
-            Err(e) if e.ends_session() => {
-                report.error("kernel", "netlink reconcile", e);
-                Ok(report)
-            }
-            r => r,
+        if !e.ends_session() {
+            return Err(e);
         }
+        self.forget_session();
+        report.error("kernel", "netlink reconcile", e);
+        Ok(report)
     }
 
     async fn reconcile_mirrored(

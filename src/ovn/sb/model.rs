@@ -6,10 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Row and index maps, keyed by uuids and tenant-chosen names: foldhash seeded per process (as
-/// the replica's postings), several times cheaper than SipHash on these short keys, which
-/// every computation looks up by the thousand.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+use crate::ovn::HashMap;
 
 /// OVSDB row uuid as text.
 pub type Uuid = String;
