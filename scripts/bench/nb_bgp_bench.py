@@ -72,7 +72,8 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     parse_log_line,
     read_env,
     reconcile_delta,
-    stage_means,
+    event_rows,
+    markdown_table,
     transact_once,
     set_of,
     summary,
@@ -1087,57 +1088,15 @@ def markdown(results):
         ("cold start: exec to NB replica ready (ms)",
          lambda r: " / ".join(map(str, r["cold_start_replica_ready_ms"]))),
         ("rows in the agent's replica at start", lambda r: f"{r['cold_start']['replica_rows']}"),
-        ("bind → address p50 / p99 (ms)",
-         lambda r: f"{r['bind']['from_send']['p50_ms']} / {r['bind']['from_send']['p99_ms']}"),
-        ("bind → address max (ms)", lambda r: f"{r['bind']['from_send']['max_ms']}"),
-        ("unbind → removal p50 / p99 (ms)",
-         lambda r: f"{r['unbind']['from_send']['p50_ms']} / {r['unbind']['from_send']['p99_ms']}"),
-        ("NB transact round trip p50 / p99 (ms)",
-         lambda r: f"{r['bind']['transact_rtt']['p50_ms']} / {r['bind']['transact_rtt']['p99_ms']}"),
-        ("address → `reconciled` logged p50 / p99 (ms)",
-         lambda r: f"{r['bind']['address_to_reconcile_logged']['p50_ms']} / "
-                   f"{r['bind']['address_to_reconcile_logged']['p99_ms']}"),
-        ("burst 50 (50 txns): first send → last address (ms)",
-         lambda r: f"{r['burst_pipelined']['send_to_last_address_ms']}"),
-        ("burst 50 (50 txns): reconciles",
-         lambda r: f"{r['burst_pipelined']['reconciles_logged']}"),
-        ("burst 50 (1 txn): send → last address (ms)",
-         lambda r: f"{r['burst_one_txn']['send_to_last_address_ms']}"),
-        ("unbind burst 50 (50 txns): send → last removal (ms)",
-         lambda r: f"{r['burst_pipelined_unbind']['send_to_last_address_ms']}"),
-        ("agent CPU per bind event: own / child processes (ms)",
-         lambda r: f"{r['bind']['agent_cpu_ms_per_event']} / {r['bind']['children_cpu_ms_per_event']}"),
-        ("reconcile per bind event (`change` trigger, metrics), mean (ms)",
-         lambda r: f"{r['bind']['reconciles_by_trigger']['change']['mean_ms']}"),
-        ("reconciles in that window, per stage: compute / policy / render / apply, mean (ms)",
-         stage_means),
-        ("full reconcile (`reconcile_interval`, no change) p50 / max (ms)",
-         lambda r: f"{r['full_reconcile']['durations']['p50_ms']} / "
-                   f"{r['full_reconcile']['durations']['max_ms']}"),
-        ("VmRSS after start / at end (MiB)",
-         lambda r: f"{r['rss_after_start']['VmRSS']:.1f} / {r['rss_end']['VmRSS']:.1f}"),
-        ("VmHWM at end (MiB)", lambda r: f"{r['rss_end']['VmHWM']:.1f}"),
+    ] + event_rows("NB") + [
         ("anonymous / of it in huge pages, at end (MiB)",
          lambda r: f"{r['rss_end']['Anonymous']:.1f} / {r['rss_end']['AnonHugePages']:.1f}"),
-        ("VmRSS / VmHWM after the full reconciles (MiB)",
-         lambda r: f"{r['full_reconcile']['rss']['VmRSS']:.1f} / "
-                   f"{r['full_reconcile']['rss']['VmHWM']:.1f}"),
-        ("load average (1/5/15 min) after the run", lambda r: " ".join(r["loadavg"])),
     ]
     runs = results["runs"]
     busy = any(r.get("busy_exposures") for r in runs)
     head = [f"{r.get('busy_exposures', 0)} here, N = {r['lsps']} LSPs" if busy
             else f"N = {r['lsps']} LSPs" for r in runs]
-    out = ["| | " + " | ".join(head) + " |",
-           "|---|" + "---|" * len(runs)]
-    for label, f in rows if busy else rows[1:]:
-        cells = []
-        for r in runs:
-            try:
-                cells.append(f(r))
-            except (KeyError, TypeError):
-                cells.append("n/a")
-        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out = [markdown_table(runs, head, rows if busy else rows[1:])]
     if any("upstream" in r for r in runs):
         out += ["", upstream_markdown(results)]
     return "\n".join(out)

@@ -1078,25 +1078,16 @@ def main():
     print(markdown(results))
 
 
-def markdown(results):
-    """The figures as a markdown table (docs/sb-bgp-benchmark.md)."""
-    rows = [
-        ("SB Port_Binding rows (N)", lambda r: f"{r['sb_port_bindings']}"),
-        ("exposures of the busy routers here (FIPs + tenant VMs)",
-         lambda r: f"{r['busy_exposures']} ({r['busy_routers']} routers)"),
-        ("cold start: exec to all K (+ busy) addresses (ms)",
-         lambda r: f"{r['cold_start']['exec_to_all_addresses_ms']}"),
-        ("cold start, repeated (ms)", lambda r: " / ".join(map(str, r["cold_start_repeats_ms"]))),
-        ("cold start: exec to SB replica ready (ms)",
-         lambda r: f"{r['cold_start']['exec_to_sb_replica_ready_ms']}"),
-        ("Port_Binding rows in the agent's replica at start",
-         lambda r: f"{r['cold_start']['replica_port_bindings']}"),
+def event_rows(db):
+    """The report rows both benchmarks share, from the bind events to the load after the run;
+    `db` names the database written to (SB, NB)."""
+    return [
         ("bind → address p50 / p99 (ms)",
          lambda r: f"{r['bind']['from_send']['p50_ms']} / {r['bind']['from_send']['p99_ms']}"),
         ("bind → address max (ms)", lambda r: f"{r['bind']['from_send']['max_ms']}"),
         ("unbind → removal p50 / p99 (ms)",
          lambda r: f"{r['unbind']['from_send']['p50_ms']} / {r['unbind']['from_send']['p99_ms']}"),
-        ("SB transact round trip p50 / p99 (ms)",
+        (f"{db} transact round trip p50 / p99 (ms)",
          lambda r: f"{r['bind']['transact_rtt']['p50_ms']} / {r['bind']['transact_rtt']['p99_ms']}"),
         ("address → `reconciled` logged p50 / p99 (ms)",
          lambda r: f"{r['bind']['address_to_reconcile_logged']['p50_ms']} / "
@@ -1128,13 +1119,13 @@ def markdown(results):
                    f"{r['full_reconcile']['rss']['VmHWM']:.1f}"),
         ("load average (1/5/15 min) after the run", lambda r: " ".join(r["loadavg"])),
     ]
-    runs = results["runs"]
-    busy = any(r.get("busy_exposures") for r in runs)
-    head = [f"{r['busy_exposures']} here, N = {r['sb_port_bindings']}" if busy
-            else f"N = {r['sb_port_bindings']}" for r in runs]
+
+
+def markdown_table(runs, head, rows):
+    """A row per (label, function of a run), a column per run; "n/a" where a run lacks it."""
     out = ["| | " + " | ".join(head) + " |",
            "|---|" + "---|" * len(runs)]
-    for label, f in rows[1:] if busy else rows[2:]:
+    for label, f in rows:
         cells = []
         for r in runs:
             try:
@@ -1143,6 +1134,27 @@ def markdown(results):
                 cells.append("n/a")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def markdown(results):
+    """The figures as a markdown table (docs/sb-bgp-benchmark.md)."""
+    rows = [
+        ("SB Port_Binding rows (N)", lambda r: f"{r['sb_port_bindings']}"),
+        ("exposures of the busy routers here (FIPs + tenant VMs)",
+         lambda r: f"{r['busy_exposures']} ({r['busy_routers']} routers)"),
+        ("cold start: exec to all K (+ busy) addresses (ms)",
+         lambda r: f"{r['cold_start']['exec_to_all_addresses_ms']}"),
+        ("cold start, repeated (ms)", lambda r: " / ".join(map(str, r["cold_start_repeats_ms"]))),
+        ("cold start: exec to SB replica ready (ms)",
+         lambda r: f"{r['cold_start']['exec_to_sb_replica_ready_ms']}"),
+        ("Port_Binding rows in the agent's replica at start",
+         lambda r: f"{r['cold_start']['replica_port_bindings']}"),
+    ] + event_rows("SB")
+    runs = results["runs"]
+    busy = any(r.get("busy_exposures") for r in runs)
+    head = [f"{r['busy_exposures']} here, N = {r['sb_port_bindings']}" if busy
+            else f"N = {r['sb_port_bindings']}" for r in runs]
+    return markdown_table(runs, head, rows[1:] if busy else rows[2:])
 
 
 if __name__ == "__main__":
