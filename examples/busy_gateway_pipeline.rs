@@ -7,6 +7,10 @@
 //! - the exposures through the cache (what the agent does now),
 //! - the underlay backend's rendering of them.
 //!
+//! Then the same for the NB driver over a Northbound model of the same shape (routers whose
+//! gateway port is hosted here, their FIPs and tenant VMs), a provider VM created and bound
+//! here per event.
+//!
 //! Run: `cargo run --release --example busy_gateway_pipeline [EXPOSURES...]`
 //! (default 1000 10000 30000).
 
@@ -18,8 +22,12 @@ use std::time::{Duration, Instant};
 use ovn_bgp_agent::backends::underlay::render::{
     Facts, NicKind, UnderlaySettings, VrfKind, render,
 };
+use ovn_bgp_agent::drivers::nb_bgp::compute as nb;
 use ovn_bgp_agent::drivers::sb_bgp::compute::{
     ExposureCache, LocalChassis, TenantOptions, compute,
+};
+use ovn_bgp_agent::ovn::nb::model::{
+    DNAT_AND_SNAT, LOCALNET, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal, NbModel,
 };
 use ovn_bgp_agent::ovn::sb::model::{PortBinding, SbModel};
 use ovn_bgp_agent::types::InterfaceName;
@@ -119,14 +127,7 @@ fn busy_model(exposures: usize) -> SbModel {
                 format!("tvm-{r}-{v}"),
                 "",
                 &tdp,
-                vec![format!(
-                    "fa:16:3e:03:{:02x}:{:02x} 10.{}.{}.{}",
-                    (v / 256) % 256,
-                    v % 256,
-                    200 + r / 64,
-                    (r % 64) * 4 + (v + 2) / 256,
-                    (v + 2) % 256
-                )],
+                vec![tenant_vm_address(r, v)],
             );
             vm.chassis = Some("elsewhere".into());
             m.upsert_port(vm);
@@ -135,21 +136,25 @@ fn busy_model(exposures: usize) -> SbModel {
     m
 }
 
+/// MAC and IP of tenant VM `v` of router `r` (inside the router's /22).
+fn tenant_vm_address(r: usize, v: usize) -> String {
+    format!(
+        "fa:16:3e:03:{:02x}:{:02x} 10.{}.{}.{}",
+        (v / 256) % 256,
+        v % 256,
+        200 + r / 64,
+        (r % 64) * 4 + (v + 2) / 256,
+        (v + 2) % 256
+    )
+}
+
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();
     v[v.len() / 2].as_secs_f64() * 1000.0
 }
 
 fn main() {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("exposure counts"))
-        .collect();
-    let sizes = if sizes.is_empty() {
-        vec![1000, 10_000, 30_000]
-    } else {
-        sizes
-    };
+    let sizes = sizes();
     let local = LocalChassis {
         name: "here".into(),
         bridge_mappings: vec![("public".into(), "br-ex".into())],
@@ -176,7 +181,7 @@ fn main() {
         "| exposures here | from scratch (ms) | cached (ms) | roots recomputed | underlay render (ms) |"
     );
     println!("|---|---|---|---|---|");
-    for n in sizes {
+    for &n in &sizes {
         let mut model = busy_model(n);
         let mut cache = ExposureCache::default();
         let first = cache.compute(&model, &local, &tenant);
@@ -217,6 +222,174 @@ fn main() {
             recomputed,
             cache.last_stats().roots,
             median(rendered)
+        );
+    }
+    nb_events(&sizes);
+}
+
+/// The exposure counts of the command line, by default 1k, 10k and 30k.
+fn sizes() -> Vec<usize> {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("exposure counts"))
+        .collect();
+    if sizes.is_empty() {
+        vec![1000, 10_000, 30_000]
+    } else {
+        sizes
+    }
+}
+
+fn ext(entries: &[(&str, String)]) -> std::collections::BTreeMap<String, String> {
+    entries
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+/// The NB rows of the same busy gateway: per router a gateway port hosted here, 500
+/// centralized FIPs and a tenant switch of 500 VMs (bound elsewhere) behind its interface.
+fn nb_busy_model(exposures: usize) -> NbModel {
+    let mut m = NbModel::default();
+    m.upsert_nb_global(NbGlobal {
+        uuid: "global".into(),
+        external_ids: ext(&[("neutron:fip-distributed", "False".into())]),
+    });
+    let mut ln = Lsp {
+        uuid: "ln".into(),
+        name: "provnet".into(),
+        port_type: LOCALNET.into(),
+        ..Default::default()
+    };
+    ln.options.insert("network_name".into(), "public".into());
+    m.upsert_lsp(ln);
+    m.upsert_switch(LogicalSwitch {
+        uuid: "ls-pub".into(),
+        name: "neutron-pub".into(),
+        ports: vec!["ln".into()],
+        ..Default::default()
+    });
+    for r in 0..exposures.div_ceil(2 * PER_ROUTER) {
+        m.upsert_lrp(Lrp {
+            uuid: format!("lrp-gw{r}"),
+            name: format!("lrp-gw{r}"),
+            mac: format!("fa:16:3e:00:{:02x}:01", r % 256),
+            networks: vec![format!("{}/16", ip([172, 24], 1 + r))],
+            external_ids: ext(&[("neutron:network_name", "neutron-pub".into())]),
+            status: ext(&[("hosting-chassis", HERE.into())]),
+        });
+        let mut nat = Vec::new();
+        for f in 0..PER_ROUTER {
+            let uuid = format!("nat-{r}-{f}");
+            m.upsert_nat(Nat {
+                uuid: uuid.clone(),
+                nat_type: DNAT_AND_SNAT.into(),
+                external_ip: ip([172, 25], r * PER_ROUTER + f),
+                logical_ip: format!("10.{}.{}.{}", 200 + r / 64, (r % 64) * 4, 2 + f % 250),
+                ..Default::default()
+            });
+            nat.push(uuid);
+        }
+        m.upsert_router(LogicalRouter {
+            uuid: format!("lr-{r}"),
+            name: format!("neutron-r{r}"),
+            ports: vec![format!("lrp-gw{r}")],
+            nat,
+        });
+        m.upsert_lsp(Lsp {
+            uuid: format!("rif-{r}"),
+            name: format!("rif-{r}"),
+            port_type: "router".into(),
+            up: Some(true),
+            external_ids: ext(&[
+                (
+                    "neutron:cidrs",
+                    format!("10.{}.{}.1/22", 200 + r / 64, (r % 64) * 4),
+                ),
+                ("neutron:device_owner", "network:router_interface".into()),
+                ("neutron:device_id", format!("r{r}")),
+            ]),
+            ..Default::default()
+        });
+        let mut ports = vec![format!("rif-{r}")];
+        for v in 0..PER_ROUTER {
+            let uuid = format!("tvm-{r}-{v}");
+            m.upsert_lsp(nb_vm(&uuid, tenant_vm_address(r, v), "elsewhere"));
+            ports.push(uuid);
+        }
+        m.upsert_switch(LogicalSwitch {
+            uuid: format!("ls-t{r}"),
+            name: format!("neutron-t{r}"),
+            ports,
+            ..Default::default()
+        });
+    }
+    m
+}
+
+/// A VM's port, up, requested on `host`.
+fn nb_vm(uuid: &str, address: String, host: &str) -> Lsp {
+    let mut vm = Lsp {
+        uuid: uuid.into(),
+        name: uuid.into(),
+        addresses: vec![address],
+        up: Some(true),
+        ..Default::default()
+    };
+    vm.options.insert("requested-chassis".into(), host.into());
+    vm
+}
+
+fn nb_events(sizes: &[usize]) {
+    let local = nb::LocalChassis {
+        hostname: "here".into(),
+        system_id: HERE.into(),
+        bridge_mappings: vec![("public".into(), "br-ex".into())],
+    };
+    let options = nb::NbOptions {
+        tenant: TenantOptions {
+            expose_tenant_networks: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    println!();
+    println!("| NB: exposures here | from scratch (ms) | cached (ms) | roots recomputed |");
+    println!("|---|---|---|---|");
+    for &n in sizes {
+        let mut model = nb_busy_model(n);
+        let mut cache = nb::ExposureCache::default();
+        let first = cache.compute(&model, &local, &options, None);
+        let (mut scratch, mut cached) = (Vec::new(), Vec::new());
+        let mut recomputed = 0;
+        let mut provider_ports = vec!["ln".to_owned()];
+        for e in 0..EVENTS {
+            let uuid = format!("pvm-{e}");
+            let address = format!("fa:16:3e:04:00:{:02x} {}", e % 256, ip([172, 30], e));
+            model.upsert_lsp(nb_vm(&uuid, address, "here"));
+            provider_ports.push(uuid);
+            model.upsert_switch(LogicalSwitch {
+                uuid: "ls-pub".into(),
+                name: "neutron-pub".into(),
+                ports: provider_ports.clone(),
+                ..Default::default()
+            });
+            let t = Instant::now();
+            let fresh = nb::compute(&model, &local, &options, None);
+            scratch.push(t.elapsed());
+            let t = Instant::now();
+            let set = cache.compute(&model, &local, &options, None);
+            cached.push(t.elapsed());
+            recomputed = cache.last_stats().recomputed;
+            assert_eq!(set, fresh);
+        }
+        println!(
+            "| {} | {:.2} | {:.2} | {} of {} |",
+            first.global().ips.len(),
+            median(scratch),
+            median(cached),
+            recomputed,
+            cache.last_stats().roots,
         );
     }
 }

@@ -4,6 +4,11 @@
 //! this host, gateways hosted here, and the routers, switches, NATs and load balancers behind
 //! them. A row that cannot be used is recorded in `skipped` and the rest is computed.
 //!
+//! Incremental (issue 17): the ports listing this host, the gateways hosted here and their
+//! routers are *roots* computed as units, each recording the model lookups it made
+//! ([`NbKey`]); [`ExposureCache`] recomputes a root only when one of those changed and lays the
+//! results out in a fresh computation's order; [`compute`] is the cache started empty.
+//!
 //! `exposing_method = vrf` (§2 `vrf` column, E1–E3): every exposure the underlay method puts
 //! in the global scope goes into the scope `evpn:<vni>` of its provider network instead
 //! (provider VMs and FIPs with their MAC as neighbour, gateways, centralized FIPs, LB VIPs;
@@ -35,14 +40,15 @@
 //!   `requested-chassis` list (live migration), not an exact comparison.
 //! - U30/U31: one unusable row (bad MAC, bad CIDR, unreadable `neutron:fip-distributed`,
 //!   hostile names) is skipped with its reason; every other exposure stays.
-//! - U32: nothing is cached between computations, so no event is lost to a concurrent sync.
+//! - U32: what is kept between computations ([`ExposureCache`]) is checked against the
+//!   generation of every lookup it was computed from, so no event is lost to a concurrent sync.
 //! - U25: `subnet`-mode routes are ordinary desired routes, withdrawn with their subnet.
 //! - The FIP mode follows `NB_Global` at every computation: switching it moves the FIPs without a
 //!   restart and without touching the exposures that stay.
 //! - NB_Global without `neutron:fip-distributed` is distributed, as upstream; a value that is
 //!   neither True nor False is reported and read as distributed, not a crash.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -53,22 +59,25 @@ use crate::exposure::{
     ExposureSet, LocalnetAttachment, NdPrefix, ProviderEvpn, ProviderNetwork, RealisationNeed,
     RouteKind, ScopeId,
 };
+pub use crate::ovn::generations::CacheStats;
+use crate::ovn::generations::ReadSet;
 use crate::ovn::nb::model::{
-    DNAT_AND_SNAT, DhcpOptions, LoadBalancer, LogicalSwitch, Lrp, Lsp, Nat, NbModel, PF_LB_PREFIX,
-    SNAT, VIRTUAL,
+    DNAT_AND_SNAT, DhcpOptions, LoadBalancer, LogicalSwitch, Lrp, Lsp, Nat, NbKey, NbModel,
+    PF_LB_PREFIX, SNAT, VIRTUAL,
 };
 use crate::ovn::neutron::{
     self, keys, parse_ip_or_cidr, parse_neutron_cidrs, parse_port_addresses,
 };
 use crate::ovn::table::OvnTable;
 use crate::ovn::tenant::TenantOptions;
+use crate::ovn::{HashMap, HashSet};
 use crate::types::{InterfaceName, MacAddr};
 
 /// Longest name of a row the driver uses (names end up in logs, OVS port names and snapshots).
 pub const MAX_NAME_LEN: usize = 255;
 
 /// Who this chassis is and what it wires.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LocalChassis {
     /// `external_ids:hostname`: compared with `requested-chassis` and `neutron:host_id`.
     pub hostname: String,
@@ -99,7 +108,7 @@ pub enum ExposingMethod {
 }
 
 /// The options of `[DEFAULT]` the NB driver computes with.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NbOptions {
     /// `expose_tenant_networks`, `expose_ipv6_gua_tenant_networks`, `address_scopes`.
     pub tenant: TenantOptions,
@@ -115,13 +124,37 @@ pub struct NbOptions {
 pub const VRF_METHOD: &str = "exposing_method vrf";
 
 /// A gateway hosted here, as the rest of the computation needs it.
-#[derive(Debug, Clone)]
-struct LocalGateway<'a> {
-    lrp: &'a Lrp,
+#[derive(Debug, Clone, PartialEq)]
+struct LocalGateway {
+    lrp_uuid: String,
     router_uuid: Option<String>,
     mac: MacAddr,
     ips: Vec<IpNet>,
     provider: ProviderNetwork,
+}
+
+/// One change to the [`ExposureSet`] under construction. A root records the changes it makes
+/// in order, and laying them out again in the computation's order gives exactly the set a
+/// computation from scratch builds ("the first producer of an IP wins" included).
+#[derive(Debug, Clone)]
+enum Op {
+    Skip(&'static str, String, String),
+    Ip(ScopeId, ExposedIp),
+    Subnet(ScopeId, ExposedSubnet),
+    Route(ScopeId, ExposedRoute),
+}
+
+impl Op {
+    fn apply(&self, out: &mut ExposureSet) {
+        match self {
+            Op::Skip(table, row, reason) => out.skip(table, row.clone(), reason.clone()),
+            Op::Ip(scope, ip) => out.scope_mut(*scope).expose_ip(ip.clone()),
+            Op::Subnet(scope, subnet) => {
+                out.scope_mut(*scope).subnets.insert(subnet.clone());
+            }
+            Op::Route(scope, route) => out.scope_mut(*scope).expose_route(route.clone()),
+        }
+    }
 }
 
 struct Ctx<'a> {
@@ -135,10 +168,16 @@ struct Ctx<'a> {
     evpn_of_switch: HashMap<String, ProviderEvpn>,
     /// Tenant subnets exposed so far (in any scope), for the load-balancer VIPs inside them.
     tenant_subnets: Vec<IpNet>,
-    /// The provider network of each switch looked up by name so far: every FIP names its
-    /// network, thousands of FIPs a handful of networks. Valid for one computation (the
-    /// mappings and EVPN settings it depends on are set before the first lookup).
-    provider_by_switch_name: HashMap<String, Option<ProviderNetwork>>,
+    /// The provider network of each switch looked up by name so far, with the switch's uuid:
+    /// every FIP names its network, thousands of FIPs a handful of networks. Valid for one
+    /// computation (the mappings and EVPN settings it depends on are set before the first
+    /// lookup).
+    provider_by_switch_name: HashMap<String, (Option<String>, Option<ProviderNetwork>)>,
+    /// What the root being computed changed, in order.
+    ops: Vec<Op>,
+    /// What the root being computed read, with the generations then.
+    reads: Vec<(NbKey, u64)>,
+    /// What no root produces: bridge wiring, EVPN scopes' parameters, needs.
     out: ExposureSet,
 }
 
@@ -151,53 +190,247 @@ pub fn compute(
     options: &NbOptions,
     hosted_gateways: Option<&BTreeSet<String>>,
 ) -> ExposureSet {
-    let mut ctx = Ctx {
-        model,
-        local,
-        options,
-        mappings: Vec::new(),
-        evpn_of_switch: HashMap::new(),
-        tenant_subnets: Vec::new(),
-        provider_by_switch_name: HashMap::new(),
-        out: ExposureSet::default(),
-    };
-    ctx.wire_bridges();
-    if options.method == ExposingMethod::Vrf {
-        ctx.evpn_networks();
+    ExposureCache::default().compute(model, local, options, hosted_gateways)
+}
+
+/// What every root depends on besides its own reads: when it changes, nothing is reused.
+#[derive(Debug, Clone, PartialEq)]
+struct Prelude {
+    mappings: Vec<(String, InterfaceName)>,
+    evpn_of_switch: HashMap<String, ProviderEvpn>,
+    distributed: bool,
+}
+
+/// A port listing this host: its exposures.
+#[derive(Debug)]
+struct PortResult {
+    reads: ReadSet<NbKey>,
+    ops: Vec<Op>,
+}
+
+/// A gateway hosted here: its addresses, its centralized FIPs (laid out after the ports),
+/// and its router id and what the router's root needs of it.
+#[derive(Debug)]
+struct GatewayResult {
+    reads: ReadSet<NbKey>,
+    addresses: Vec<Op>,
+    fips: Vec<Op>,
+    gateway: Option<(String, LocalGateway)>,
+}
+
+/// A router with a gateway here: its tenant networks and load balancers, computed through its
+/// first gateway, after the tenant subnets of the routers before it (its load-balancer VIPs
+/// inside them are tenant addresses).
+#[derive(Debug)]
+struct RouterResult {
+    reads: ReadSet<NbKey>,
+    gateway: LocalGateway,
+    subnets_before: Vec<IpNet>,
+    subnets: Vec<IpNet>,
+    ops: Vec<Op>,
+}
+
+/// The per-root results of the last computation (issue 17). The roots are the ports listing
+/// this host, the gateways hosted here and the routers behind them; each records every model
+/// lookup it makes with the lookup's generation ([`NbKey`]), and is recomputed only when one
+/// of those has changed, or when what every root depends on (the bridge mappings, the EVPN
+/// networks, the FIP mode, the options) has. On a gateway hosting 30 routers with a thousand
+/// FIPs each, binding a VM recomputes that VM's port, not the 30k exposures.
+#[derive(Debug, Default)]
+pub struct ExposureCache {
+    inputs: Option<(LocalChassis, NbOptions)>,
+    prelude: Option<Prelude>,
+    ports: HashMap<String, PortResult>,
+    gateways: HashMap<String, GatewayResult>,
+    routers: HashMap<String, RouterResult>,
+    last: CacheStats,
+}
+
+impl ExposureCache {
+    fn clear(&mut self) {
+        self.ports.clear();
+        self.gateways.clear();
+        self.routers.clear();
     }
-    let distributed = ctx.fip_distributed();
-    // Router id → its gateways hosted here (the first by name carries the subnets).
-    let mut routers: BTreeMap<String, Vec<LocalGateway<'_>>> = BTreeMap::new();
-    for lrp in model.local_gateways(&local.system_id, hosted_gateways) {
-        if let Some((router, gw)) = ctx.expose_gateway(lrp) {
-            routers.entry(router).or_default().push(gw);
+
+    /// How the last [`ExposureCache::compute`] went.
+    pub fn last_stats(&self) -> CacheStats {
+        self.last
+    }
+
+    /// The exposures this chassis must have: equal to [`compute`]'s, recomputing only the roots
+    /// whose lookups changed since the last call.
+    pub fn compute(
+        &mut self,
+        model: &NbModel,
+        local: &LocalChassis,
+        options: &NbOptions,
+        hosted_gateways: Option<&BTreeSet<String>>,
+    ) -> ExposureSet {
+        let inputs = (local.clone(), options.clone());
+        if self.inputs.as_ref() != Some(&inputs) {
+            self.clear();
+            self.inputs = Some(inputs);
         }
-    }
-    ctx.expose_bound_ports(distributed);
-    if !distributed {
-        for gateways in routers.values() {
-            for gw in gateways {
-                ctx.expose_centralized_fips(gw);
+        let mut ctx = Ctx {
+            model,
+            local,
+            options,
+            mappings: Vec::new(),
+            evpn_of_switch: HashMap::default(),
+            tenant_subnets: Vec::new(),
+            provider_by_switch_name: HashMap::default(),
+            ops: Vec::new(),
+            reads: Vec::new(),
+            out: ExposureSet::default(),
+        };
+        // The prelude is small (the localnet ports of the mapped physnets) and always computed.
+        ctx.wire_bridges();
+        if options.method == ExposingMethod::Vrf {
+            ctx.evpn_networks();
+        }
+        let distributed = ctx.fip_distributed();
+        ctx.reads.clear();
+        let prelude_ops = std::mem::take(&mut ctx.ops);
+        let prelude = Prelude {
+            mappings: ctx.mappings.clone(),
+            evpn_of_switch: ctx.evpn_of_switch.clone(),
+            distributed,
+        };
+        if self.prelude.as_ref() != Some(&prelude) {
+            self.clear();
+            self.prelude = Some(prelude);
+        }
+        let generations = model.generations();
+        let mut stats = CacheStats::default();
+
+        let gateways = model.local_gateways(&local.system_id, hosted_gateways);
+        // Router id → its gateways hosted here (the first by name carries the subnets).
+        let mut routers: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for lrp in &gateways {
+            stats.roots += 1;
+            let valid = self
+                .gateways
+                .get(&lrp.uuid)
+                .is_some_and(|r| r.reads.still_valid(generations));
+            if !valid {
+                stats.recomputed += 1;
+                ctx.read(NbKey::Lrp(lrp.uuid.clone()));
+                let gateway = ctx.expose_gateway(lrp);
+                let addresses = std::mem::take(&mut ctx.ops);
+                if !distributed && let Some((_, gw)) = &gateway {
+                    ctx.expose_centralized_fips(gw);
+                }
+                let result = GatewayResult {
+                    reads: ctx.finish_reads(),
+                    addresses,
+                    fips: std::mem::take(&mut ctx.ops),
+                    gateway,
+                };
+                self.gateways.insert(lrp.uuid.clone(), result);
+            }
+            if let Some((router, _)) = &self.gateways[&lrp.uuid].gateway {
+                routers.entry(router.clone()).or_default().push(&lrp.uuid);
             }
         }
-    }
-    for (router, gateways) in &routers {
-        let Some(gw) = gateways.first() else {
-            continue;
-        };
-        if options.tenant.enabled() {
-            ctx.expose_tenant_subnets(router, gw);
+
+        let hostname = local.hostname.as_str();
+        let ports = model.ports_listing_host(hostname);
+        for lsp in &ports {
+            stats.roots += 1;
+            let valid = self
+                .ports
+                .get(&lsp.uuid)
+                .is_some_and(|r| r.reads.still_valid(generations));
+            if !valid {
+                stats.recomputed += 1;
+                ctx.read(NbKey::Lsp(lsp.uuid.clone()));
+                ctx.expose_bound_port(lsp, distributed);
+                let result = PortResult {
+                    reads: ctx.finish_reads(),
+                    ops: std::mem::take(&mut ctx.ops),
+                };
+                self.ports.insert(lsp.uuid.clone(), result);
+            }
         }
-        ctx.expose_lbs(router, gw);
+
+        for (router, lrps) in &routers {
+            let Some((_, gw)) = lrps
+                .first()
+                .and_then(|l| self.gateways[*l].gateway.as_ref())
+            else {
+                continue;
+            };
+            stats.roots += 1;
+            let valid = self.routers.get(router).is_some_and(|r| {
+                r.gateway == *gw
+                    && r.subnets_before == ctx.tenant_subnets
+                    && r.reads.still_valid(generations)
+            });
+            if valid {
+                let cached = &self.routers[router];
+                ctx.tenant_subnets.extend(cached.subnets.iter().copied());
+                continue;
+            }
+            stats.recomputed += 1;
+            let before = ctx.tenant_subnets.len();
+            if options.tenant.enabled() {
+                ctx.expose_tenant_subnets(router, gw);
+            }
+            ctx.expose_lbs(router, gw);
+            let result = RouterResult {
+                reads: ctx.finish_reads(),
+                gateway: gw.clone(),
+                subnets_before: ctx.tenant_subnets[..before].to_vec(),
+                subnets: ctx.tenant_subnets[before..].to_vec(),
+                ops: std::mem::take(&mut ctx.ops),
+            };
+            self.routers.insert(router.clone(), result);
+        }
+
+        // Laid out in the order of a computation from scratch.
+        let mut out = std::mem::take(&mut ctx.out);
+        let apply = |ops: &[Op], out: &mut ExposureSet| ops.iter().for_each(|op| op.apply(out));
+        apply(&prelude_ops, &mut out);
+        for lrp in &gateways {
+            apply(&self.gateways[&lrp.uuid].addresses, &mut out);
+        }
+        for lsp in &ports {
+            apply(&self.ports[&lsp.uuid].ops, &mut out);
+        }
+        for lrps in routers.values() {
+            for lrp in lrps {
+                apply(&self.gateways[*lrp].fips, &mut out);
+            }
+        }
+        for router in routers.keys() {
+            if let Some(r) = self.routers.get(router) {
+                apply(&r.ops, &mut out);
+            }
+        }
+        if options.advertisement == TenantAdvertisement::Subnet
+            && options.method == ExposingMethod::Underlay
+        {
+            // Upstream's base configuration redistributes kernel routes with the subnet method
+            // (A2); an EVPN VRF redistributes kernel routes anyway.
+            out.needs.insert(RealisationNeed::RedistributeKernel);
+        }
+
+        // Forget the roots that are no longer here.
+        if self.gateways.len() > gateways.len() {
+            let here: HashSet<&str> = gateways.iter().map(|l| l.uuid.as_str()).collect();
+            self.gateways.retain(|u, _| here.contains(u.as_str()));
+        }
+        if self.ports.len() > ports.len() {
+            let here: HashSet<&str> = ports.iter().map(|l| l.uuid.as_str()).collect();
+            self.ports.retain(|u, _| here.contains(u.as_str()));
+        }
+        if self.routers.len() > routers.len() {
+            self.routers.retain(|r, _| routers.contains_key(r));
+        }
+        self.last = stats;
+        out
     }
-    if options.advertisement == TenantAdvertisement::Subnet
-        && options.method == ExposingMethod::Underlay
-    {
-        // Upstream's base configuration redistributes kernel routes with the subnet method (A2);
-        // an EVPN VRF redistributes kernel routes anyway.
-        ctx.out.needs.insert(RealisationNeed::RedistributeKernel);
-    }
-    ctx.out
 }
 
 /// A name that cannot be used: empty, oversized, or carrying control characters (a newline
@@ -332,8 +565,79 @@ fn vip_address(key: &str) -> Option<IpAddr> {
 }
 
 impl<'a> Ctx<'a> {
-    fn skip_row(&mut self, table: &str, uuid: &str, name: &str, reason: impl Into<String>) {
-        self.out.skip(table, row_ref(uuid, name), reason);
+    fn skip(&mut self, table: &'static str, row: impl Into<String>, reason: impl Into<String>) {
+        self.ops.push(Op::Skip(table, row.into(), reason.into()));
+    }
+
+    fn skip_row(&mut self, table: &'static str, uuid: &str, name: &str, reason: impl Into<String>) {
+        self.skip(table, row_ref(uuid, name), reason);
+    }
+
+    fn expose(&mut self, scope: ScopeId, ip: ExposedIp) {
+        self.ops.push(Op::Ip(scope, ip));
+    }
+
+    fn expose_subnet(&mut self, scope: ScopeId, subnet: ExposedSubnet) {
+        self.ops.push(Op::Subnet(scope, subnet));
+    }
+
+    // ---- Lookups, recorded (see [`ExposureCache`])
+
+    fn read(&mut self, key: NbKey) {
+        let generation = self.model.generation(&key);
+        self.reads.push((key, generation));
+    }
+
+    /// What the root just computed read.
+    fn finish_reads(&mut self) -> ReadSet<NbKey> {
+        ReadSet::new(self.model.generations(), std::mem::take(&mut self.reads))
+    }
+
+    fn switch_of_port(&mut self, lsp_uuid: &str) -> Option<&'a LogicalSwitch> {
+        self.read(NbKey::SwitchOfPort(lsp_uuid.to_owned()));
+        self.model.switch_of_port(lsp_uuid)
+    }
+
+    fn lsp_named(&mut self, name: &str) -> Option<&'a Lsp> {
+        self.read(NbKey::LspNamed(name.to_owned()));
+        self.model.lsp_named(name)
+    }
+
+    fn nats_of_router(&mut self, lr_uuid: &str) -> Vec<&'a Nat> {
+        self.read(NbKey::NatsOfRouter(lr_uuid.to_owned()));
+        self.model.nats_of_router(lr_uuid)
+    }
+
+    fn nats_of_gateway(&mut self, lrp_uuid: &str) -> Vec<&'a Nat> {
+        self.read(NbKey::NatsOfGateway(lrp_uuid.to_owned()));
+        self.model.nats_of_gateway(lrp_uuid)
+    }
+
+    fn nats_of_port(&mut self, lsp_name: &str) -> Vec<&'a Nat> {
+        self.read(NbKey::NatsOfPort(lsp_name.to_owned()));
+        self.model.nats_of_port(lsp_name)
+    }
+
+    fn router_interfaces(&mut self, router_id: &str) -> Vec<&'a Lsp> {
+        self.read(NbKey::RouterInterfaces(router_id.to_owned()));
+        self.model.router_interfaces(router_id)
+    }
+
+    fn ports_on_switch(&mut self, ls_uuid: &str) -> Vec<&'a Lsp> {
+        self.read(NbKey::PortsOnSwitch(ls_uuid.to_owned()));
+        self.model.ports_on_switch(ls_uuid)
+    }
+
+    fn lbs_of_router(&mut self, router_id: &str) -> Vec<&'a LoadBalancer> {
+        self.read(NbKey::LbsOfRouter(router_id.to_owned()));
+        self.model.lbs_of_router(router_id)
+    }
+
+    /// The router listing `lrp` (its uuid) and `lrp`'s Neutron router id.
+    fn router_of_lrp(&mut self, lrp: &'a Lrp) -> (Option<&'a str>, Option<String>) {
+        self.read(NbKey::RouterOfLrp(lrp.uuid.clone()));
+        let uuid = self.model.router_of_lrp(&lrp.uuid).map(|r| r.uuid.clone());
+        (self.model.router_id_of_lrp(lrp), uuid)
     }
 
     fn skip_lsp(&mut self, lsp: &Lsp, reason: impl Into<String>) {
@@ -356,7 +660,7 @@ impl<'a> Ctx<'a> {
             let bridge = match InterfaceName::new(bridge.as_str()) {
                 Ok(b) => b,
                 Err(e) => {
-                    self.out.skip(
+                    self.skip(
                         "Open_vSwitch",
                         "external_ids:ovn-bridge-mappings",
                         format!("mapping {physnet}:{bridge}: {e}"),
@@ -601,7 +905,7 @@ impl<'a> Ctx<'a> {
         match neutron::fip_distributed(self.model.fip_distributed_raw()) {
             Ok(d) => d,
             Err(e) => {
-                self.out.skip(
+                self.skip(
                     "NB_Global",
                     "external_ids",
                     format!("{e}; floating IPs are treated as distributed (the default)"),
@@ -613,7 +917,8 @@ impl<'a> Ctx<'a> {
 
     /// The provider network of switch `ls_uuid`: a localnet port of a physnet mapped here,
     /// with the switch's EVPN settings (`vrf` method).
-    fn provider_of_switch(&self, ls_uuid: &str) -> Option<ProviderNetwork> {
+    fn provider_of_switch(&mut self, ls_uuid: &str) -> Option<ProviderNetwork> {
+        self.read(NbKey::LocalnetsOnSwitch(ls_uuid.to_owned()));
         self.model
             .localnets_on_switch(ls_uuid)
             .into_iter()
@@ -635,7 +940,7 @@ impl<'a> Ctx<'a> {
     /// the EVPN scope of its provider network (`vrf`; reported when the network has none).
     fn place(&mut self, mut ip: ExposedIp) {
         if self.options.method == ExposingMethod::Underlay {
-            return self.out.expose_ip(ip);
+            return self.expose(ScopeId::Global, ip);
         }
         match ip.provider.as_ref().map(|p| (p, p.evpn.as_ref())) {
             Some((_, Some(evpn))) => {
@@ -643,7 +948,7 @@ impl<'a> Ctx<'a> {
                 // no proxy entries for the exposures.
                 ip.ndp_proxy.clear();
                 let scope = ScopeId::Evpn(evpn.vni);
-                self.out.scope_mut(scope).expose_ip(ip);
+                self.expose(scope, ip);
             }
             Some((provider, None)) => {
                 let row = format!("{} ({})", ip.ip, ip.source);
@@ -656,11 +961,11 @@ impl<'a> Ctx<'a> {
                         .vlan
                         .map_or(String::new(), |v| format!(", VLAN {v}"))
                 );
-                self.out.skip(VRF_METHOD, row, reason);
+                self.skip(VRF_METHOD, row, reason);
             }
             None => {
                 let row = format!("{} ({})", ip.ip, ip.source);
-                self.out.skip(
+                self.skip(
                     VRF_METHOD,
                     row,
                     "no provider network to route it through: the vrf method exposes \
@@ -671,15 +976,22 @@ impl<'a> Ctx<'a> {
     }
 
     fn provider_of_switch_named(&mut self, name: &str) -> Option<ProviderNetwork> {
-        if let Some(known) = self.provider_by_switch_name.get(name) {
-            return known.clone();
+        self.read(NbKey::SwitchNamed(name.to_owned()));
+        if let Some((switch, known)) = self.provider_by_switch_name.get(name) {
+            // What the first lookup read, this root reads too.
+            let (switch, known) = (switch.clone(), known.clone());
+            if let Some(switch) = switch {
+                self.read(NbKey::LocalnetsOnSwitch(switch));
+            }
+            return known;
         }
-        let provider = self
-            .model
-            .switch_named(name)
-            .and_then(|ls| self.provider_of_switch(&ls.uuid));
+        let switch = self.model.switch_named(name).map(|ls| ls.uuid.clone());
+        let provider = match &switch {
+            Some(uuid) => self.provider_of_switch(uuid),
+            None => None,
+        };
         self.provider_by_switch_name
-            .insert(name.to_owned(), provider.clone());
+            .insert(name.to_owned(), (switch, provider.clone()));
         provider
     }
 
@@ -727,13 +1039,14 @@ impl<'a> Ctx<'a> {
     // ---- Gateways
 
     /// Expose a gateway router port hosted here; its router id and what the rest needs of it.
-    fn expose_gateway(&mut self, lrp: &'a Lrp) -> Option<(String, LocalGateway<'a>)> {
+    fn expose_gateway(&mut self, lrp: &'a Lrp) -> Option<(String, LocalGateway)> {
         let table = Lrp::TABLE;
         if let Some(reason) = bad_name(&lrp.name) {
             self.skip_row(table, &lrp.uuid, &lrp.name, reason);
             return None;
         }
-        let Some(router) = self.model.router_id_of_lrp(lrp) else {
+        let (router, router_uuid) = self.router_of_lrp(lrp);
+        let Some(router) = router else {
             self.skip_row(
                 table,
                 &lrp.uuid,
@@ -806,11 +1119,10 @@ impl<'a> Ctx<'a> {
                 via: None,
             });
         }
-        let router_uuid = self.model.router_of_lrp(&lrp.uuid).map(|r| r.uuid.clone());
         Some((
             router.to_owned(),
             LocalGateway {
-                lrp,
+                lrp_uuid: lrp.uuid.clone(),
                 router_uuid,
                 mac,
                 ips,
@@ -821,28 +1133,27 @@ impl<'a> Ctx<'a> {
 
     // ---- Ports bound here: provider VMs, virtual ports, distributed FIPs
 
-    fn expose_bound_ports(&mut self, distributed: bool) {
+    /// A port listing this host: exposed when it is a VM's or virtual port bound here and up.
+    fn expose_bound_port(&mut self, lsp: &Lsp, distributed: bool) {
         let hostname = self.local.hostname.as_str();
-        for lsp in self.model.ports_listing_host(hostname) {
-            if !is_vm_type(&lsp.port_type) {
-                continue;
-            }
-            if lsp.bound_chassis(hostname) != Some(hostname) || lsp.up != Some(true) {
-                continue;
-            }
-            if !self.lsp_name_ok(lsp) {
-                continue;
-            }
-            let provider = self
-                .model
-                .switch_of_port(&lsp.uuid)
-                .and_then(|ls| self.provider_of_switch(&ls.uuid));
-            if let Some(provider) = provider {
-                self.expose_provider_port(lsp, provider);
-            }
-            if distributed && lsp.external_ids.contains_key(keys::PORT_FIP) {
-                self.expose_distributed_fip(lsp);
-            }
+        if !is_vm_type(&lsp.port_type) {
+            return;
+        }
+        if lsp.bound_chassis(hostname) != Some(hostname) || lsp.up != Some(true) {
+            return;
+        }
+        if !self.lsp_name_ok(lsp) {
+            return;
+        }
+        let provider = match self.switch_of_port(&lsp.uuid) {
+            Some(ls) => self.provider_of_switch(&ls.uuid),
+            None => None,
+        };
+        if let Some(provider) = provider {
+            self.expose_provider_port(lsp, provider);
+        }
+        if distributed && lsp.external_ids.contains_key(keys::PORT_FIP) {
+            self.expose_distributed_fip(lsp);
         }
     }
 
@@ -877,7 +1188,7 @@ impl<'a> Ctx<'a> {
             Ok(None) => return,
             Err(e) => return self.skip_lsp(lsp, e.to_string()),
         };
-        let nats = self.model.nats_of_port(&lsp.name);
+        let nats = self.nats_of_port(&lsp.name);
         let nat = nats
             .iter()
             .filter(|n| n.nat_type == DNAT_AND_SNAT)
@@ -961,12 +1272,11 @@ impl<'a> Ctx<'a> {
 
     /// The FIPs of a gateway hosted here: NATs whose `gateway_port` is it, and the router's
     /// NATs without `gateway_port` (a router with one gateway).
-    fn expose_centralized_fips(&mut self, gw: &LocalGateway<'a>) {
-        let mut nats: Vec<&Nat> = self.model.nats_of_gateway(&gw.lrp.uuid);
+    fn expose_centralized_fips(&mut self, gw: &LocalGateway) {
+        let mut nats: Vec<&Nat> = self.nats_of_gateway(&gw.lrp_uuid);
         if let Some(router) = &gw.router_uuid {
             nats.extend(
-                self.model
-                    .nats_of_router(router)
+                self.nats_of_router(router)
                     .into_iter()
                     .filter(|n| n.gateway_port.is_none()),
             );
@@ -1005,25 +1315,24 @@ impl<'a> Ctx<'a> {
     // ---- Tenant networks
 
     /// Whether a `snat` rule of the router covers `subnet`.
-    fn snat_covers(&self, gw: &LocalGateway<'a>, subnet: IpNet) -> bool {
+    fn snat_covers(&mut self, gw: &LocalGateway, subnet: IpNet) -> bool {
         let Some(router) = &gw.router_uuid else {
             return false;
         };
-        self.model
-            .nats_of_router(router)
+        self.nats_of_router(router)
             .into_iter()
             .filter(|n| n.nat_type == SNAT)
             .filter_map(|n| parse_ip_or_cidr(n.logical_ip.trim()).ok())
             .any(|net| net.trunc().contains(&subnet.trunc()))
     }
 
-    fn expose_tenant_subnets(&mut self, router: &str, gw: &LocalGateway<'a>) {
-        for rif in self.model.router_interfaces(router) {
+    fn expose_tenant_subnets(&mut self, router: &str, gw: &LocalGateway) {
+        for rif in self.router_interfaces(router) {
             if rif.up != Some(true) || !self.lsp_name_ok(rif) {
                 continue;
             }
             let cidrs = self.port_cidrs(rif);
-            let switch = self.model.switch_of_port(&rif.uuid).map(|s| s.uuid.clone());
+            let switch = self.switch_of_port(&rif.uuid).map(|s| s.uuid.clone());
             for cidr in cidrs {
                 // The family must be routable through this gateway (upstream: U12).
                 let Some(via) = gw
@@ -1050,12 +1359,15 @@ impl<'a> Ctx<'a> {
                 self.tenant_subnets.push(cidr);
                 match (self.options.advertisement, self.options.method) {
                     (TenantAdvertisement::Host, ExposingMethod::Underlay) => {
-                        self.out.global_mut().subnets.insert(ExposedSubnet {
-                            router_ip: cidr,
-                            via,
-                            provider: gw.provider.clone(),
-                            source: rif.name.clone(),
-                        });
+                        self.expose_subnet(
+                            ScopeId::Global,
+                            ExposedSubnet {
+                                router_ip: cidr,
+                                via,
+                                provider: gw.provider.clone(),
+                                source: rif.name.clone(),
+                            },
+                        );
                         if let Some(switch) = &switch {
                             self.expose_tenant_ips(switch, cidr, gw);
                         }
@@ -1081,7 +1393,8 @@ impl<'a> Ctx<'a> {
                         // The prefix via the gateway in the network's VRF, redistributed from
                         // the kernel table.
                         if let Some(evpn) = &gw.provider.evpn {
-                            self.out.scope_mut(ScopeId::Evpn(evpn.vni)).subnets.insert(
+                            self.expose_subnet(
+                                ScopeId::Evpn(evpn.vni),
                                 ExposedSubnet {
                                     router_ip: cidr.trunc(),
                                     via,
@@ -1093,19 +1406,25 @@ impl<'a> Ctx<'a> {
                     }
                     (TenantAdvertisement::Subnet, ExposingMethod::Underlay) => {
                         let prefix = cidr.trunc();
-                        self.out.global_mut().subnets.insert(ExposedSubnet {
-                            router_ip: prefix,
-                            via,
-                            provider: gw.provider.clone(),
-                            source: rif.name.clone(),
-                        });
-                        self.out.global_mut().expose_route(ExposedRoute {
-                            prefix,
-                            kind: RouteKind::TenantSubnet,
-                            via: Some(via),
-                            provider: None,
-                            source: rif.name.clone(),
-                        });
+                        self.expose_subnet(
+                            ScopeId::Global,
+                            ExposedSubnet {
+                                router_ip: prefix,
+                                via,
+                                provider: gw.provider.clone(),
+                                source: rif.name.clone(),
+                            },
+                        );
+                        self.ops.push(Op::Route(
+                            ScopeId::Global,
+                            ExposedRoute {
+                                prefix,
+                                kind: RouteKind::TenantSubnet,
+                                via: Some(via),
+                                provider: None,
+                                source: rif.name.clone(),
+                            },
+                        ));
                     }
                 }
             }
@@ -1120,7 +1439,7 @@ impl<'a> Ctx<'a> {
         ip: IpAddr,
         kind: ExposureKind,
         source: String,
-        gw: &LocalGateway<'a>,
+        gw: &LocalGateway,
     ) -> Option<ExposedIp> {
         let announced = ExposedIp::announced(ip, kind, source);
         if self.options.method == ExposingMethod::Underlay {
@@ -1139,9 +1458,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// Host mode: the active VM and virtual ports of the tenant switch inside `subnet`.
-    fn expose_tenant_ips(&mut self, switch: &str, subnet: IpNet, gw: &LocalGateway<'a>) {
+    fn expose_tenant_ips(&mut self, switch: &str, subnet: IpNet, gw: &LocalGateway) {
         let network = subnet.trunc();
-        for port in self.model.ports_on_switch(switch) {
+        for port in self.ports_on_switch(switch) {
             if !is_vm_type(&port.port_type) || port.up != Some(true) {
                 continue;
             }
@@ -1171,8 +1490,8 @@ impl<'a> Ctx<'a> {
         self.skip_row(LoadBalancer::TABLE, &lb.uuid, &lb.name, reason);
     }
 
-    fn expose_lbs(&mut self, router: &str, gw: &LocalGateway<'a>) {
-        for lb in self.model.lbs_of_router(router) {
+    fn expose_lbs(&mut self, router: &str, gw: &LocalGateway) {
+        for lb in self.lbs_of_router(router) {
             if let Some(reason) = bad_name(&lb.name) {
                 self.skip_lb(lb, reason);
                 continue;
@@ -1186,7 +1505,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// A port-forwarding LB: each VIP (`ip:port`, `[ipv6]:port`) is a FIP of the router.
-    fn expose_pf_lb(&mut self, lb: &LoadBalancer, gw: &LocalGateway<'a>) {
+    fn expose_pf_lb(&mut self, lb: &LoadBalancer, gw: &LocalGateway) {
         for key in lb.vips.keys() {
             let Some(ip) = vip_address(key) else {
                 self.skip_lb(lb, format!("bad VIP {key:?}"));
@@ -1207,7 +1526,7 @@ impl<'a> Ctx<'a> {
     /// An Octavia OVN-provider LB of a local router: its VIP on a provider switch (wired and
     /// announced) or on a tenant switch (announced as a tenant IP in host mode), and its VIP's
     /// floating IP on the router's provider network.
-    fn expose_octavia_lb(&mut self, lb: &LoadBalancer, gw: &LocalGateway<'a>) {
+    fn expose_octavia_lb(&mut self, lb: &LoadBalancer, gw: &LocalGateway) {
         let octavia = match neutron::octavia_lb(|k| lb.external_ids.get(k).map(String::as_str)) {
             Ok(Some(o)) => o,
             Ok(None) => return,
@@ -1217,7 +1536,7 @@ impl<'a> Ctx<'a> {
             let port = octavia
                 .vip_port_id
                 .as_deref()
-                .and_then(|id| self.model.lsp_named(id));
+                .and_then(|id| self.lsp_named(id));
             match port {
                 None => self.skip_lb(
                     lb,
@@ -1227,10 +1546,10 @@ impl<'a> Ctx<'a> {
                     ),
                 ),
                 Some(port) => {
-                    let provider = self
-                        .model
-                        .switch_of_port(&port.uuid)
-                        .and_then(|ls| self.provider_of_switch(&ls.uuid));
+                    let provider = match self.switch_of_port(&port.uuid) {
+                        Some(ls) => self.provider_of_switch(&ls.uuid),
+                        None => None,
+                    };
                     match provider {
                         Some(provider) => self.place(ExposedIp {
                             ip: vip,
@@ -1282,6 +1601,9 @@ impl<'a> Ctx<'a> {
         self.tenant_subnets.iter().any(|s| s.trunc().contains(&ip))
     }
 }
+
+#[cfg(test)]
+mod cache_tests;
 
 #[cfg(test)]
 pub(crate) mod tests {

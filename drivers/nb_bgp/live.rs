@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::info;
 
-use super::compute::{LocalChassis, NbOptions, compute};
+use super::compute::{ExposureCache, LocalChassis, NbOptions, compute};
 use super::{NAME, nb_options, policy};
 use crate::config::AgentConfig;
 use crate::exposure::ExposureSet;
@@ -37,6 +37,8 @@ pub struct NbBgpDriver {
     config: Arc<AgentConfig>,
     options: NbOptions,
     session: Option<NbSession>,
+    /// Per-root results between computations (issue 17): an event recomputes what it touched.
+    cache: std::sync::Mutex<ExposureCache>,
 }
 
 impl NbBgpDriver {
@@ -45,6 +47,7 @@ impl NbBgpDriver {
             config: ctx.config.clone(),
             options: nb_options(&ctx.config),
             session: None,
+            cache: std::sync::Mutex::new(ExposureCache::default()),
         }
     }
 
@@ -111,11 +114,21 @@ impl Driver for NbBgpDriver {
                 None,
             ));
         };
-        Ok(compute(
+        // A panic while computing leaves a cache that is merely stale-proof: every entry is
+        // checked against the model's generations before reuse.
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let set = cache.compute(
             session.model(),
             &local_chassis(session.identity()),
             &self.options,
             session.hosted_gateways(),
-        ))
+        );
+        let stats = cache.last_stats();
+        tracing::debug!(
+            roots = stats.roots,
+            recomputed = stats.recomputed,
+            "exposures computed (ports, gateways and routers here, of which recomputed)"
+        );
+        Ok(set)
     }
 }

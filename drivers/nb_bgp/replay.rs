@@ -1,5 +1,6 @@
 //! `nb_ovn_bgp_driver` under the replay engine ([`crate::replay`]): the shared [`NbFeed`], the
-//! [`NbConditionPolicy`] and [`super::compute::compute`], fed with the rows the engine delivers.
+//! [`NbConditionPolicy`] and the live driver's [`ExposureCache`], fed with the rows the engine
+//! delivers.
 //!
 //! The gateways hosted here come from `Logical_Router_Port.status:hosting-chassis` when the
 //! case's schema has the column (OVN >= 23.09, a `schema-extra.json`), or from the case's
@@ -12,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::compute::{LocalChassis, NbOptions, compute};
+use super::compute::{ExposureCache, LocalChassis, NbOptions};
 use super::{NAME, nb_options, policy};
 use crate::caps::ovsdb::{Change, DatabaseSchema, MonitorCondition, MonitorSpec};
 use crate::exposure::ExposureSet;
@@ -38,6 +39,7 @@ pub fn start(input: &ReplayInput) -> Result<Box<dyn ReplayDriver>, PluginError> 
         options,
         hosted: None,
         feed: NbFeed::default(),
+        cache: std::sync::Mutex::new(ExposureCache::default()),
     }))
 }
 
@@ -49,6 +51,8 @@ struct NbBgpReplay {
     options: NbOptions,
     hosted: Option<BTreeSet<String>>,
     feed: NbFeed,
+    /// The live driver's per-root results, so replayed cases run the same computation.
+    cache: std::sync::Mutex<ExposureCache>,
 }
 
 impl NbBgpReplay {
@@ -90,7 +94,8 @@ impl ReplayDriver for NbBgpReplay {
     }
 
     fn exposures(&self) -> Result<ExposureSet, PluginError> {
-        Ok(compute(
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(cache.compute(
             &self.feed.model,
             &self.local,
             &self.options,

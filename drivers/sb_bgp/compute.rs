@@ -22,6 +22,8 @@ use super::model::{
     parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
 };
 use crate::exposure::{ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork};
+pub use crate::ovn::generations::CacheStats;
+use crate::ovn::generations::ReadSet;
 use crate::ovn::sb::provider::BridgeMappings;
 
 const TABLE: &str = "Port_Binding";
@@ -56,24 +58,9 @@ enum Produced {
 /// The result of one root and what it was computed from.
 #[derive(Debug)]
 struct RootResult {
-    epoch: u64,
-    /// Every lookup made, with its generation then (sorted, unique).
-    read: Vec<(ModelKey, u64)>,
+    /// Every lookup made, with its generation then.
+    read: ReadSet<ModelKey>,
     produced: Vec<Produced>,
-}
-
-impl RootResult {
-    fn still_valid(&self, model: &SbModel) -> bool {
-        self.epoch == model.generation_epoch()
-            && self.read.iter().all(|(k, g)| model.generation(k) == *g)
-    }
-}
-
-/// How much of the last computation was reused.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    pub roots: usize,
-    pub recomputed: usize,
 }
 
 /// The per-root results of the last computation (see the module documentation).
@@ -109,7 +96,7 @@ impl ExposureCache {
                 let fresh = self
                     .roots
                     .get(&port.uuid)
-                    .is_some_and(|r| r.still_valid(model));
+                    .is_some_and(|r| r.read.still_valid(model.generations()));
                 if !fresh {
                     stats.recomputed += 1;
                     let mut root = Root {
@@ -157,12 +144,9 @@ struct Root<'a> {
 }
 
 impl<'a> Root<'a> {
-    fn finish(mut self) -> RootResult {
-        self.read.sort_unstable();
-        self.read.dedup();
+    fn finish(self) -> RootResult {
         RootResult {
-            epoch: self.model.generation_epoch(),
-            read: self.read,
+            read: ReadSet::new(self.model.generations(), self.read),
             produced: self.produced,
         }
     }

@@ -12,6 +12,7 @@ pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 pub mod connect;
+pub mod generations;
 pub mod identity;
 pub mod nb;
 pub mod neutron;

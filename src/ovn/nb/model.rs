@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::ovn::generations::Generations;
 use crate::ovn::{HashMap, HashSet};
 
 use crate::ovn::neutron::{self, keys};
@@ -283,6 +284,49 @@ fn sorted<'a, T>(
     v.into_iter().map(|(_, _, r)| r).collect()
 }
 
+/// Something a computation over the model can read, for change tracking (issue 17; see
+/// [`crate::ovn::generations`]): the model stamps a key whenever what its lookup returns, or
+/// the content of a row it returns, may have changed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NbKey {
+    /// [`NbModel::lsp`]: the port row `uuid`.
+    Lsp(Uuid),
+    /// [`NbModel::lsp_named`].
+    LspNamed(String),
+    /// [`NbModel::router_interfaces`] of a router id.
+    RouterInterfaces(String),
+    /// Which switch [`NbModel::switch_of_port`] answers for a port uuid (not its content).
+    SwitchOfPort(Uuid),
+    /// Which switch [`NbModel::switch_named`] answers for a name (not its content).
+    SwitchNamed(String),
+    /// [`NbModel::localnets_on_switch`].
+    LocalnetsOnSwitch(Uuid),
+    /// [`NbModel::ports_on_switch`].
+    PortsOnSwitch(Uuid),
+    /// [`NbModel::router_of_lrp`] (and so [`NbModel::router_id_of_lrp`]): which router and
+    /// its name.
+    RouterOfLrp(Uuid),
+    /// [`NbModel::nats_of_router`].
+    NatsOfRouter(Uuid),
+    /// [`NbModel::nats_of_gateway`].
+    NatsOfGateway(Uuid),
+    /// [`NbModel::nats_of_port`].
+    NatsOfPort(String),
+    /// [`NbModel::lrp`]: the router port row `uuid`.
+    Lrp(Uuid),
+    /// [`NbModel::lbs_of_router`].
+    LbsOfRouter(String),
+}
+
+/// What the lookups about one switch answered before a change of it.
+struct SwitchTracking {
+    /// (name, the switch that name resolved to).
+    names: Vec<(String, Option<Uuid>)>,
+    /// (port, the switch it resolved to).
+    ports: Vec<(Uuid, Option<Uuid>)>,
+    localnets: Option<HashSet<Uuid>>,
+}
+
 /// The rows plus incremental indexes.
 #[derive(Debug, Default, Clone)]
 pub struct NbModel {
@@ -305,6 +349,8 @@ pub struct NbModel {
     routers: HashMap<Uuid, LogicalRouter>,
     router_by_id: HashMap<String, Uuid>,
     router_of_lrp: HashMap<Uuid, Uuid>,
+    /// The router listing each NAT rule in its `nat`.
+    router_of_nat: HashMap<Uuid, Uuid>,
 
     lrps: HashMap<Uuid, Lrp>,
     lrp_by_name: HashMap<String, Uuid>,
@@ -322,9 +368,57 @@ pub struct NbModel {
     dhcp_options: HashMap<Uuid, DhcpOptions>,
     /// DHCP_Options rows by Neutron network id (`neutron:network_id`).
     dhcp_by_network: HashMap<String, HashSet<Uuid>>,
+
+    generations: Generations<NbKey>,
 }
 
 impl NbModel {
+    // ---- Change tracking
+
+    /// The generation of `key`: it changes whenever what a lookup of `key` returns may have.
+    pub fn generation(&self, key: &NbKey) -> u64 {
+        self.generations.get(key)
+    }
+
+    /// The generations themselves, for [`crate::ovn::generations::ReadSet`] (the nb_bgp driver's).
+    #[cfg_attr(not(feature = "nb_bgp"), allow(dead_code))]
+    pub(crate) fn generations(&self) -> &Generations<NbKey> {
+        &self.generations
+    }
+
+    fn stamp(&mut self, key: NbKey) {
+        let live = self.lsps.len() + self.nats.len() + self.lrps.len() + self.lbs.len();
+        self.generations.stamp(key, live);
+    }
+
+    /// Stamp every lookup port `lsp` is part of (called for a row entering and leaving).
+    fn stamp_lsp(&mut self, lsp: &Lsp) {
+        self.stamp(NbKey::Lsp(lsp.uuid.clone()));
+        self.stamp(NbKey::LspNamed(lsp.name.clone()));
+        if let Some(router) = lsp.router_interface_of() {
+            self.stamp(NbKey::RouterInterfaces(router.to_owned()));
+        }
+        if let Some(ls) = self.switch_of_port.get(&lsp.uuid).cloned() {
+            if lsp.port_type == LOCALNET {
+                self.stamp(NbKey::LocalnetsOnSwitch(ls.clone()));
+            }
+            self.stamp(NbKey::PortsOnSwitch(ls));
+        }
+    }
+
+    /// Stamp every lookup NAT rule `nat` is part of.
+    fn stamp_nat(&mut self, nat: &Nat) {
+        if !nat.logical_port.is_empty() {
+            self.stamp(NbKey::NatsOfPort(nat.logical_port.clone()));
+        }
+        if let Some(gw) = &nat.gateway_port {
+            self.stamp(NbKey::NatsOfGateway(gw.clone()));
+        }
+        if let Some(router) = self.router_of_nat.get(&nat.uuid).cloned() {
+            self.stamp(NbKey::NatsOfRouter(router));
+        }
+    }
+
     // ---- Logical_Switch_Port
 
     pub fn upsert_lsp(&mut self, lsp: Lsp) {
@@ -347,6 +441,7 @@ impl NbModel {
         if let Some(router) = lsp.router_interface_of() {
             index_insert(&mut self.rif_by_router, router, &uuid);
         }
+        self.stamp_lsp(&lsp);
         self.lsps.insert(uuid, lsp);
     }
 
@@ -369,6 +464,7 @@ impl NbModel {
         if let Some(router) = old.router_interface_of() {
             index_remove(&mut self.rif_by_router, router, uuid);
         }
+        self.stamp_lsp(&old);
     }
 
     pub fn lsp(&self, uuid: &str) -> Option<&Lsp> {
@@ -412,18 +508,95 @@ impl NbModel {
 
     pub fn upsert_switch(&mut self, ls: LogicalSwitch) {
         let uuid = ls.uuid.clone();
-        self.remove_switch(&uuid);
+        let before = self.switch_tracking(&uuid, Some(&ls));
+        self.unlink_switch(&uuid);
         self.switch_by_name.insert(ls.name.clone(), uuid.clone());
+        let mut taken_from = Vec::new();
         for port in &ls.ports {
-            self.switch_of_port.insert(port.clone(), uuid.clone());
+            if let Some(previous) = self.switch_of_port.insert(port.clone(), uuid.clone())
+                && previous != uuid
+                && self
+                    .localnet_by_switch
+                    .get(&previous)
+                    .is_some_and(|s| s.contains(port))
+            {
+                // A port listed by two switches (OVN refuses it; a transient or hostile NB
+                // may not) belongs to the last: its localnet leaves the other's index too.
+                index_remove(&mut self.localnet_by_switch, &previous, port);
+                taken_from.push(previous);
+            }
             if self.lsps.get(port).is_some_and(|p| p.port_type == LOCALNET) {
                 index_insert(&mut self.localnet_by_switch, &uuid, port);
             }
         }
-        self.switches.insert(uuid, ls);
+        self.switches.insert(uuid.clone(), ls);
+        for previous in taken_from {
+            self.stamp(NbKey::LocalnetsOnSwitch(previous));
+        }
+        self.stamp_switch_tracking(&uuid, before);
     }
 
     pub fn remove_switch(&mut self, uuid: &str) {
+        if !self.switches.contains_key(uuid) {
+            return;
+        }
+        let before = self.switch_tracking(uuid, None);
+        self.unlink_switch(uuid);
+        self.stamp_switch_tracking(uuid, before);
+    }
+
+    /// What the lookups about switch `uuid` answer before it becomes `new` (or goes): which
+    /// switch its old and new names and ports resolve to, and its localnet ports. Only what a
+    /// change moves is stamped after: a switch of thousands of ports gains one without
+    /// invalidating every computation that read one of them.
+    fn switch_tracking(&self, uuid: &str, new: Option<&LogicalSwitch>) -> SwitchTracking {
+        let old = self.switches.get(uuid);
+        let mut names: Vec<String> = old
+            .iter()
+            .chain(new.iter())
+            .map(|ls| ls.name.clone())
+            .collect();
+        names.dedup();
+        let mut seen: HashSet<&Uuid> = HashSet::default();
+        let ports = old
+            .iter()
+            .chain(new.iter())
+            .flat_map(|ls| ls.ports.iter())
+            .filter(|p| seen.insert(p))
+            .map(|p| (p.clone(), self.switch_of_port.get(p).cloned()))
+            .collect();
+        SwitchTracking {
+            names: names
+                .into_iter()
+                .map(|n| {
+                    let owner = self.switch_by_name.get(&n).cloned();
+                    (n, owner)
+                })
+                .collect(),
+            ports,
+            localnets: self.localnet_by_switch.get(uuid).cloned(),
+        }
+    }
+
+    fn stamp_switch_tracking(&mut self, uuid: &str, before: SwitchTracking) {
+        for (name, owner) in before.names {
+            if self.switch_by_name.get(&name) != owner.as_ref() {
+                self.stamp(NbKey::SwitchNamed(name));
+            }
+        }
+        for (port, owner) in before.ports {
+            if self.switch_of_port.get(&port) != owner.as_ref() {
+                self.stamp(NbKey::SwitchOfPort(port));
+            }
+        }
+        if self.localnet_by_switch.get(uuid) != before.localnets.as_ref() {
+            self.stamp(NbKey::LocalnetsOnSwitch(uuid.to_owned()));
+        }
+        self.stamp(NbKey::PortsOnSwitch(uuid.to_owned()));
+    }
+
+    /// Take switch `uuid` out of the rows and indexes, without stamping.
+    fn unlink_switch(&mut self, uuid: &str) {
         let Some(old) = self.switches.remove(uuid) else {
             return;
         };
@@ -487,6 +660,10 @@ impl NbModel {
         for port in &lr.ports {
             self.router_of_lrp.insert(port.clone(), uuid.clone());
         }
+        for nat in &lr.nat {
+            self.router_of_nat.insert(nat.clone(), uuid.clone());
+        }
+        self.stamp_router(&lr);
         self.routers.insert(uuid, lr);
     }
 
@@ -504,6 +681,21 @@ impl NbModel {
                 self.router_of_lrp.remove(port);
             }
         }
+        for nat in &old.nat {
+            if self.router_of_nat.get(nat).is_some_and(|r| r == uuid) {
+                self.router_of_nat.remove(nat);
+            }
+        }
+        self.stamp_router(&old);
+    }
+
+    /// Stamp every lookup router `lr` is part of (its ports are few: a router's name or NAT
+    /// list changes only the gateways of that router).
+    fn stamp_router(&mut self, lr: &LogicalRouter) {
+        for port in &lr.ports {
+            self.stamp(NbKey::RouterOfLrp(port.clone()));
+        }
+        self.stamp(NbKey::NatsOfRouter(lr.uuid.clone()));
     }
 
     pub fn router(&self, uuid: &str) -> Option<&LogicalRouter> {
@@ -567,6 +759,7 @@ impl NbModel {
         if let Some(host) = lrp.hosting_chassis() {
             index_insert(&mut self.lrp_by_hosting, host, &uuid);
         }
+        self.stamp(NbKey::Lrp(uuid.clone()));
         self.lrps.insert(uuid, lrp);
     }
 
@@ -580,6 +773,7 @@ impl NbModel {
         if let Some(host) = old.hosting_chassis() {
             index_remove(&mut self.lrp_by_hosting, host, uuid);
         }
+        self.stamp(NbKey::Lrp(uuid.to_owned()));
     }
 
     pub fn lrp(&self, uuid: &str) -> Option<&Lrp> {
@@ -613,6 +807,7 @@ impl NbModel {
         if let Some(gw) = &nat.gateway_port {
             index_insert(&mut self.nat_by_gateway_port, gw, &uuid);
         }
+        self.stamp_nat(&nat);
         self.nats.insert(uuid, nat);
     }
 
@@ -626,6 +821,7 @@ impl NbModel {
         if let Some(gw) = &old.gateway_port {
             index_remove(&mut self.nat_by_gateway_port, gw, uuid);
         }
+        self.stamp_nat(&old);
     }
 
     /// NAT rules whose `logical_port` is `lsp_name`.
@@ -649,6 +845,7 @@ impl NbModel {
         self.remove_lb(&uuid);
         if let Some(router) = lb.router_id() {
             index_insert(&mut self.lb_by_router, router, &uuid);
+            self.stamp(NbKey::LbsOfRouter(router.to_owned()));
         }
         self.lbs.insert(uuid, lb);
     }
@@ -659,6 +856,7 @@ impl NbModel {
         };
         if let Some(router) = old.router_id() {
             index_remove(&mut self.lb_by_router, router, uuid);
+            self.stamp(NbKey::LbsOfRouter(router.to_owned()));
         }
     }
 

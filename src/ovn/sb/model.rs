@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ovn::HashMap;
+use crate::ovn::generations::Generations;
 
 /// OVSDB row uuid as text.
 pub type Uuid = String;
@@ -114,29 +115,6 @@ pub enum ModelKey {
     LoadBalancers(String),
 }
 
-/// Generations of [`ModelKey`]s. A key never stamped reads 0; stamps come from one increasing
-/// clock, so a key stamped, then read as 0 after [`Generations`] were cleared, cannot be
-/// mistaken for unchanged: clearing bumps the epoch, which every reader compares first.
-#[derive(Debug, Default, Clone)]
-struct Generations {
-    clock: u64,
-    epoch: u64,
-    stamps: HashMap<ModelKey, u64>,
-}
-
-impl Generations {
-    fn stamp(&mut self, key: ModelKey, live_rows: usize) {
-        // Keys of rows long gone (a cloud churns port names) are dropped wholesale once they
-        // outnumber the live rows; every reader then recomputes once.
-        if self.stamps.len() > 4 * live_rows + 4096 {
-            self.stamps.clear();
-            self.epoch += 1;
-        }
-        self.clock += 1;
-        self.stamps.insert(key, self.clock);
-    }
-}
-
 /// The rows plus incremental indexes.
 #[derive(Debug, Default, Clone)]
 pub struct SbModel {
@@ -158,18 +136,24 @@ pub struct SbModel {
     chassis: HashMap<Uuid, String>,
     load_balancers: HashMap<Uuid, LoadBalancer>,
     lb_by_name: HashMap<String, BTreeSet<Uuid>>,
-    generations: Generations,
+    generations: Generations<ModelKey>,
 }
 
 impl SbModel {
     /// The generation of `key`: it changes whenever what a lookup of `key` returns may have.
     pub fn generation(&self, key: &ModelKey) -> u64 {
-        self.generations.stamps.get(key).copied().unwrap_or(0)
+        self.generations.get(key)
     }
 
     /// Changes when every generation read before may have been forgotten.
     pub fn generation_epoch(&self) -> u64 {
-        self.generations.epoch
+        self.generations.epoch()
+    }
+
+    /// The generations themselves, for [`crate::ovn::generations::ReadSet`] (the sb_bgp driver's).
+    #[cfg_attr(not(feature = "sb_bgp"), allow(dead_code))]
+    pub(crate) fn generations(&self) -> &Generations<ModelKey> {
+        &self.generations
     }
 
     fn stamp(&mut self, key: ModelKey) {
