@@ -153,7 +153,7 @@ pub fn explain(
     let mut covered_by = Vec::new();
     for (scope, s) in &exposures.scopes {
         for ip in s.ips.values() {
-            if Some(ip.ip) == query.ip || ip.source == query.text {
+            if Some(ip.ip) == query.ip || *ip.source == *query.text {
                 exposed.push(json!({ "scope": scope.to_string(), "ip": ip }));
             }
         }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -40,13 +41,16 @@ pub struct ProviderEvpn {
 /// A provider network as this chassis sees it: a physnet name from the localnet port, the OVS
 /// bridge it maps to in `ovn-bridge-mappings`, and the localnet VLAN tag if any.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// Every exposure through the network carries a copy: the name and the EVPN settings are
+/// shared, so a copy is a few words and no allocation (30k exposures are laid out per event).
 pub struct ProviderNetwork {
-    pub physnet: String,
+    pub physnet: Arc<str>,
     pub bridge: InterfaceName,
     pub vlan: Option<u16>,
     /// EVPN settings of the network, when networking-bgpvpn set them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evpn: Option<ProviderEvpn>,
+    pub evpn: Option<Arc<ProviderEvpn>>,
 }
 
 /// Why an IP is exposed; kept for logs, metrics and snapshot readability.
@@ -73,7 +77,8 @@ pub struct ExposedIp {
     pub ip: IpAddr,
     pub kind: ExposureKind,
     /// The OVSDB row this exposure comes from (logical port name or row uuid), for logs.
-    pub source: String,
+    /// Shared: an exposure is copied at every event it is laid out in.
+    pub source: Arc<str>,
     /// Provider network the traffic to this IP enters through; `None` for IPs that are only
     /// announced (tenant VM IPs behind a gateway: their route is the subnet route).
     pub provider: Option<ProviderNetwork>,
@@ -89,7 +94,7 @@ pub struct ExposedIp {
 
 impl ExposedIp {
     /// An IP with no provider wiring, neighbour, NDP proxy or nexthop: only announced.
-    pub fn announced(ip: IpAddr, kind: ExposureKind, source: impl Into<String>) -> Self {
+    pub fn announced(ip: IpAddr, kind: ExposureKind, source: impl Into<Arc<str>>) -> Self {
         Self {
             ip,
             kind,
@@ -499,7 +504,10 @@ mod tests {
                     format!("vm-{n}"),
                 ));
         }
-        let found: Vec<_> = set.all_ips().map(|(s, e)| (s, e.source.clone())).collect();
+        let found: Vec<_> = set
+            .all_ips()
+            .map(|(s, e)| (s, e.source.to_string()))
+            .collect();
         assert_eq!(
             found,
             vec![

@@ -253,7 +253,7 @@ mod tests {
             .global()
             .ips
             .values()
-            .map(|e| e.source.clone())
+            .map(|e| e.source.to_string())
             .collect();
         assert_eq!(
             kept,

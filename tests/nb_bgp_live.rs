@@ -414,7 +414,7 @@ async fn on_ovn_23_03_gateways_come_from_the_southbound_and_every_change_is_foll
     let set = driver.desired_exposures().unwrap();
     let vm = exposed(&set, "172.24.4.21").expect("provider VM bound here");
     assert_eq!(vm.kind, ExposureKind::ProviderPort);
-    assert_eq!(vm.source, VM);
+    assert_eq!(&*vm.source, VM);
     assert_eq!(
         lladdr(&set, "172.24.4.21").as_deref(),
         Some("fa:16:3e:00:00:21"),

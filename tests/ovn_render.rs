@@ -135,7 +135,7 @@ fn render_case(case: &str) {
                 if is_tenant(exposed.kind) {
                     // Reported, not realised, and not announced from bgp-nic either.
                     assert!(
-                        rendered.skipped.iter().any(|s| s.row == exposed.source
+                        rendered.skipped.iter().any(|s| *s.row == *exposed.source
                             && s.reason == format!("{ip}: {TENANT_UNSUPPORTED}")),
                         "{case} {step}: tenant {ip} not reported: {:#?}",
                         rendered.skipped

@@ -623,14 +623,14 @@ impl Renderer<'_> {
         for exposed in global.ips.values() {
             if exposed.kind == ExposureKind::TenantPort || exposed.provider.is_none() {
                 self.out.skip(
-                    &exposed.source,
+                    &*exposed.source,
                     format!("{}: {TENANT_UNSUPPORTED}", exposed.ip),
                 );
                 continue;
             }
             if let Some(via) = exposed.via {
                 self.out.skip(
-                    &exposed.source,
+                    &*exposed.source,
                     format!(
                         "{}: a nexthop ({via}) cannot be realised by exposing_method = ovn",
                         exposed.ip
@@ -660,7 +660,7 @@ impl Renderer<'_> {
                     );
                 }
                 (None, true) => self.out.skip(
-                    &exposed.source,
+                    &*exposed.source,
                     format!(
                         "{}: announced, but no MAC is known for it: no Static_MAC_Binding (the \
                          local router resolves it by ARP)",

@@ -175,7 +175,7 @@ pub fn render(settings: &UnderlaySettings, facts: &Facts, exposures: &ExposureSe
     for exposed in global.ips.values() {
         if let Some(via) = exposed.via {
             r.out.skip(
-                &exposed.source,
+                &*exposed.source,
                 format!(
                     "{}: a nexthop ({via}) cannot be realised by the underlay backend (IPs are \
                      addresses on {})",

@@ -201,7 +201,11 @@ impl<'a> Ctx<'a> {
                 },
                 lladdr: Some(addresses.mac),
                 provider: Some(provider.clone()),
-                ..ExposedIp::announced(ip.addr(), ExposureKind::GatewayPort, &crlrp.logical_port)
+                ..ExposedIp::announced(
+                    ip.addr(),
+                    ExposureKind::GatewayPort,
+                    crlrp.logical_port.as_str(),
+                )
             });
         }
         self.expose_subnets(crlrp, id, (vni, asn), &addresses.ips, &provider);
@@ -312,7 +316,7 @@ impl<'a> Ctx<'a> {
                     .expose_ip(ExposedIp::announced(
                         ip.addr(),
                         ExposureKind::TenantPort,
-                        &port.logical_port,
+                        port.logical_port.as_str(),
                     ));
             }
         }
@@ -466,7 +470,7 @@ pub(super) mod tests {
         scope
             .ips
             .values()
-            .map(|e| (e.ip, e.kind, e.source.as_str()))
+            .map(|e| (e.ip, e.kind, &*e.source))
             .collect()
     }
 

@@ -202,7 +202,7 @@ impl<'a> Explainer<'a> {
     fn exposures(&mut self, set: &ExposureSet, q: &ExplainQuery, names: &[String]) {
         let mut exposed = false;
         for (scope, ip) in set.all_ips() {
-            if q.ip == Some(ip.ip) || names.contains(&ip.source) {
+            if q.ip == Some(ip.ip) || names.iter().any(|n| **n == *ip.source) {
                 exposed = true;
                 self.out.push(format!(
                     "exposed: {} in scope {scope} as {:?} from {}",

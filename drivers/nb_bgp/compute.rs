@@ -50,6 +50,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -162,10 +163,10 @@ struct Ctx<'a> {
     local: &'a LocalChassis,
     options: &'a NbOptions,
     /// physnet → bridge, validated.
-    mappings: Vec<(String, InterfaceName)>,
+    mappings: Vec<(Arc<str>, InterfaceName)>,
     /// `vrf` method: the EVPN settings of each provider switch served here that has usable
     /// ones, by switch uuid.
-    evpn_of_switch: HashMap<String, ProviderEvpn>,
+    evpn_of_switch: HashMap<String, Arc<ProviderEvpn>>,
     /// Tenant subnets exposed so far (in any scope), for the load-balancer VIPs inside them.
     tenant_subnets: Vec<IpNet>,
     /// The provider network of each switch looked up by name so far, with the switch's uuid:
@@ -196,8 +197,8 @@ pub fn compute(
 /// What every root depends on besides its own reads: when it changes, nothing is reused.
 #[derive(Debug, Clone, PartialEq)]
 struct Prelude {
-    mappings: Vec<(String, InterfaceName)>,
-    evpn_of_switch: HashMap<String, ProviderEvpn>,
+    mappings: Vec<(Arc<str>, InterfaceName)>,
+    evpn_of_switch: HashMap<String, Arc<ProviderEvpn>>,
     distributed: bool,
 }
 
@@ -668,7 +669,8 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
             };
-            self.mappings.push((physnet.clone(), bridge.clone()));
+            self.mappings
+                .push((physnet.as_str().into(), bridge.clone()));
             let index = u16::try_from(position + 1).unwrap_or(u16::MAX);
             let mut vlans = BTreeSet::new();
             let mut ports = BTreeSet::new();
@@ -742,6 +744,7 @@ impl<'a> Ctx<'a> {
             let Some((evpn, mut params)) = self.evpn_settings(ls) else {
                 continue;
             };
+            let evpn = Arc::new(evpn);
             let (gateway_addresses, nd_prefixes) = self.dhcp_of_switch(ls);
             for (localnet, provider) in localnets {
                 params
@@ -927,9 +930,9 @@ impl<'a> Ctx<'a> {
 
     fn provider_of_localnet(&self, ls_uuid: &str, localnet: &Lsp) -> Option<ProviderNetwork> {
         let physnet = localnet.physnet()?;
-        let (_, bridge) = self.mappings.iter().find(|(p, _)| p == physnet)?;
+        let (physnet, bridge) = self.mappings.iter().find(|(p, _)| &**p == physnet)?;
         Some(ProviderNetwork {
-            physnet: physnet.to_owned(),
+            physnet: physnet.clone(),
             bridge: bridge.clone(),
             vlan: valid_vlan(localnet.vlan_tag()),
             evpn: self.evpn_of_switch.get(ls_uuid).cloned(),
@@ -1112,7 +1115,7 @@ impl<'a> Ctx<'a> {
             self.place(ExposedIp {
                 ip: ip.addr(),
                 kind: ExposureKind::GatewayPort,
-                source: lrp.name.clone(),
+                source: lrp.name.as_str().into(),
                 provider: Some(provider.clone()),
                 lladdr: Some(mac),
                 ndp_proxy,
@@ -1171,7 +1174,7 @@ impl<'a> Ctx<'a> {
             self.place(ExposedIp {
                 ip: ip.addr(),
                 kind,
-                source: lsp.name.clone(),
+                source: lsp.name.as_str().into(),
                 provider: Some(provider.clone()),
                 lladdr: mac,
                 ndp_proxy: ndp_proxy.clone(),
@@ -1221,7 +1224,7 @@ impl<'a> Ctx<'a> {
         self.place(ExposedIp {
             ip: fip,
             kind: ExposureKind::FloatingIp,
-            source: lsp.name.clone(),
+            source: lsp.name.as_str().into(),
             provider: Some(provider),
             lladdr: Some(mac),
             ndp_proxy: BTreeSet::new(),
@@ -1303,7 +1306,7 @@ impl<'a> Ctx<'a> {
             self.place(ExposedIp {
                 ip: fip,
                 kind: ExposureKind::FloatingIp,
-                source,
+                source: source.into(),
                 provider: Some(provider),
                 lladdr: Some(gw.mac),
                 ndp_proxy: BTreeSet::new(),
@@ -1514,7 +1517,7 @@ impl<'a> Ctx<'a> {
             self.place(ExposedIp {
                 ip,
                 kind: ExposureKind::FloatingIp,
-                source: lb.name.clone(),
+                source: lb.name.as_str().into(),
                 provider: Some(gw.provider.clone()),
                 lladdr: None,
                 ndp_proxy: BTreeSet::new(),
@@ -1554,7 +1557,7 @@ impl<'a> Ctx<'a> {
                         Some(provider) => self.place(ExposedIp {
                             ip: vip,
                             kind: ExposureKind::LoadBalancerVip,
-                            source: lb.name.clone(),
+                            source: lb.name.as_str().into(),
                             provider: Some(provider),
                             lladdr: None,
                             ndp_proxy: BTreeSet::new(),
@@ -1587,7 +1590,7 @@ impl<'a> Ctx<'a> {
             self.place(ExposedIp {
                 ip: fip,
                 kind: ExposureKind::FloatingIp,
-                source: lb.name.clone(),
+                source: lb.name.as_str().into(),
                 provider: Some(gw.provider.clone()),
                 lladdr: None,
                 ndp_proxy: BTreeSet::new(),

@@ -276,7 +276,7 @@ fn vrf_scopes(
     let set = compute(model, local, options, hosted);
     let mut out = Vec::new();
     for (scope, exposed) in set.all_ips() {
-        if q.ip != Some(exposed.ip) && exposed.source != q.text {
+        if q.ip != Some(exposed.ip) && *exposed.source != *q.text {
             continue;
         }
         let vrf = match scope {

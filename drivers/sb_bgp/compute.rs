@@ -259,7 +259,7 @@ impl<'a> Root<'a> {
                 } else {
                     ExposureKind::ProviderPort
                 },
-                source: port.logical_port.clone(),
+                source: port.logical_port.as_str().into(),
                 provider: Some(provider.clone()),
                 lladdr: None,
                 ndp_proxy: ndp_proxy.clone(),
@@ -290,7 +290,7 @@ impl<'a> Root<'a> {
                     self.expose_ip(ExposedIp {
                         ip,
                         kind: ExposureKind::FloatingIp,
-                        source: patch.logical_port.clone(),
+                        source: patch.logical_port.as_str().into(),
                         provider: Some(provider.clone()),
                         lladdr: None,
                         ndp_proxy: BTreeSet::new(),
@@ -332,7 +332,7 @@ impl<'a> Root<'a> {
             self.expose_ip(ExposedIp {
                 ip: ip.addr(),
                 kind: ExposureKind::GatewayPort,
-                source: crlrp.logical_port.clone(),
+                source: crlrp.logical_port.as_str().into(),
                 provider: Some(provider.clone()),
                 lladdr: Some(addresses.mac),
                 ndp_proxy,
@@ -469,7 +469,7 @@ impl<'a> Root<'a> {
                 self.expose_ip(ExposedIp {
                     ip: addr,
                     kind,
-                    source: port.logical_port.clone(),
+                    source: port.logical_port.as_str().into(),
                     provider: None,
                     lladdr: None,
                     ndp_proxy: BTreeSet::new(),
@@ -519,7 +519,7 @@ impl<'a> Root<'a> {
                 self.expose_ip(ExposedIp {
                     ip: vip.addr(),
                     kind: ExposureKind::LoadBalancerVip,
-                    source: format!("{} via {}", vip_port.logical_port, crlrp.logical_port),
+                    source: format!("{} via {}", vip_port.logical_port, crlrp.logical_port).into(),
                     provider: Some(provider.clone()),
                     lladdr: None,
                     ndp_proxy: BTreeSet::new(),

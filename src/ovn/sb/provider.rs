@@ -88,7 +88,7 @@ impl BridgeMappings {
             .find_map(|localnet| {
                 let physnet = localnet.options.get("network_name")?;
                 Some(ProviderNetwork {
-                    physnet: physnet.clone(),
+                    physnet: physnet.as_str().into(),
                     bridge: self.bridge_of(physnet)?.clone(),
                     vlan: valid_vlan(localnet.tag),
                     evpn: None,
