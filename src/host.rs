@@ -33,7 +33,7 @@ use crate::plugin::{
     self, ChangeScope, Driver, ExposureBackend, PluginContext, PluginError, SelectionError,
 };
 use crate::policy::{self, PolicyContext};
-use crate::system::{ChangeReport, DesiredSystem};
+use crate::system::{ChangeReport, DesiredSystem, ObjectError};
 use crate::telemetry::{HealthLimits, Stage, Telemetry};
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +80,28 @@ enum Wake {
     Stop,
 }
 
+/// The errors of the last apply, to tell a new problem from one still there.
+#[derive(Debug, Default)]
+struct ErrorLog {
+    last: std::collections::HashSet<ObjectError>,
+}
+
+impl ErrorLog {
+    /// Record this apply's `errors`: each with whether it is new since the last apply, and
+    /// those gone since.
+    fn update<'a>(
+        &mut self,
+        errors: &'a [ObjectError],
+    ) -> (Vec<(&'a ObjectError, bool)>, Vec<ObjectError>) {
+        let now: std::collections::HashSet<ObjectError> = errors.iter().cloned().collect();
+        let new = errors.iter().map(|e| (e, !self.last.contains(e))).collect();
+        let mut cleared: Vec<ObjectError> = self.last.difference(&now).cloned().collect();
+        cleared.sort_by(|a, b| (&a.class, &a.object).cmp(&(&b.class, &b.object)));
+        self.last = now;
+        (new, cleared)
+    }
+}
+
 /// Counters of what the loop did, for tests and (later) metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoopStats {
@@ -105,6 +127,8 @@ pub struct Agent {
     policy: PolicyContext,
     /// Shared with the telemetry's snapshot, not copied.
     last_skipped: Arc<Vec<SkippedRow>>,
+    /// The objects the last apply did not apply (see [`Agent::log_errors`]).
+    last_errors: ErrorLog,
     last_desired: Option<Arc<DesiredSystem>>,
     stats: LoopStats,
     telemetry: Arc<Telemetry>,
@@ -164,6 +188,7 @@ impl Agent {
             backend,
             policy,
             last_skipped: Arc::default(),
+            last_errors: ErrorLog::default(),
             last_desired: None,
             stats: LoopStats::default(),
             telemetry,
@@ -246,6 +271,24 @@ impl Agent {
         protected.sort();
         protected.dedup();
         self.policy.protected = protected;
+    }
+
+    /// Log an object not applied once when the problem appears, and when it is gone, not at
+    /// every reconcile: a tool chain busy for a minute behind a saturated ovs-vswitchd, or a
+    /// device missing, is one problem, not one warning per event. The last reconcile's errors
+    /// stay in `status` and the metrics.
+    fn log_errors(&mut self, errors: &[ObjectError]) {
+        let (errors, cleared) = self.last_errors.update(errors);
+        for (e, new) in errors {
+            if new {
+                warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
+            } else {
+                debug!(class = %e.class, object = %e.object, "still not applied: {}", e.error);
+            }
+        }
+        for e in cleared {
+            info!(class = %e.class, object = %e.object, "no longer failing: {}", e.error);
+        }
     }
 
     /// Log a skipped row or exposure once when it appears, not at every reconcile.
@@ -346,13 +389,12 @@ impl Agent {
         self.telemetry.stage_took(Stage::Apply, started.elapsed());
         let result = match applied {
             Ok(report) if report.is_noop() => {
+                self.log_errors(&report.errors);
                 debug!(reason = why, "reconciled: no change");
                 Ok((report, desired.clone()))
             }
             Ok(report) => {
-                for e in &report.errors {
-                    warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
-                }
+                self.log_errors(&report.errors);
                 info!(
                     reason = why,
                     added = ?report.added,
@@ -553,5 +595,41 @@ impl Agent {
         crate::notify::stopping();
         info!("stopping; exposed state left in place");
         Ok(self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(object: &str, text: &str) -> ObjectError {
+        ObjectError {
+            class: "tools".into(),
+            object: object.into(),
+            error: text.into(),
+        }
+    }
+
+    /// A problem that lasts many reconciles is new once, then repeated, then cleared once;
+    /// the same object failing otherwise is a new problem.
+    #[test]
+    fn errors_are_new_once_and_cleared_once() {
+        let mut log = ErrorLog::default();
+        let busy = error("OVS ports, flows and FDB entries", "still applying");
+        let frr = error("FRR configuration", "still applying");
+        let (seen, cleared) = log.update(std::slice::from_ref(&busy));
+        assert_eq!(seen, vec![(&busy, true)]);
+        assert!(cleared.is_empty());
+        let both = [busy.clone(), frr.clone()];
+        let (seen, cleared) = log.update(&both);
+        assert_eq!(seen, vec![(&busy, false), (&frr, true)]);
+        assert!(cleared.is_empty());
+        let other = error("OVS ports, flows and FDB entries", "timed out");
+        let (seen, cleared) = log.update(std::slice::from_ref(&other));
+        assert_eq!(seen, vec![(&other, true)]);
+        assert_eq!(cleared, vec![frr, busy]);
+        let (seen, cleared) = log.update(&[]);
+        assert!(seen.is_empty());
+        assert_eq!(cleared, vec![other]);
     }
 }

@@ -322,7 +322,7 @@ pub struct DesiredSystem {
 
 /// One object the reconciler could not apply, with the component's own error (e.g. the kernel's
 /// errno message). Collected, never fatal: the other objects are still applied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectError {
     /// Object class (`addresses`, `routes`, `links`, `flows`, `frr`, ...).
     pub class: String,
