@@ -10,13 +10,18 @@
 //! from three inputs: the desired objects of that class, the held identities, and the class's
 //! observed objects.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ipnet::IpNet;
+
+/// A full plan hashes every kernel object of a class (120k at 30k exposures): foldhash, seeded
+/// per process as the models' maps (crate::ovn::HashMap), plans a third faster than SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::RouteProtocol;
 use tokio::sync::watch;
@@ -710,7 +715,7 @@ fn only_expected(dirty: &Dirty, desired: &DesiredSystem, table: &LinkTable) -> b
         return false;
     }
     // What each address ended as: added then removed (one state, then the next) is absent.
-    let mut last: HashMap<(u32, IpNet), bool> = HashMap::new();
+    let mut last: HashMap<(u32, IpNet), bool> = HashMap::default();
     for (index, addr, present) in &dirty.v6_addresses {
         last.insert((*index, *addr), *present);
     }
@@ -827,7 +832,7 @@ async fn apply_delta(
     let mut added: Vec<&RouteSpec> = new.routes.difference(&old.routes).collect();
     // Device routes first: a gateway must be reachable when its route is added.
     added.sort_by_key(|r| r.via.is_some());
-    let mut replaced: HashSet<routes::RouteIdentity> = HashSet::new();
+    let mut replaced: HashSet<routes::RouteIdentity> = HashSet::default();
     m.read(|state| {
         for spec in added {
             let oif = match &spec.dev {
@@ -1190,7 +1195,7 @@ async fn reconcile_in(
         .filter(|l| owns_link(own, l, &table) && !desired_names.contains(l.name.as_str()))
         .collect();
     stale.sort_by_key(|l| l.index);
-    let mut gone_peers = HashSet::new();
+    let mut gone_peers = HashSet::default();
     for l in stale {
         // Deleting one end of a veth pair deletes the other.
         if gone_peers.contains(&l.index) {
@@ -1257,8 +1262,8 @@ async fn reconcile_links(
     table: &mut LinkTable,
     report: &mut ChangeReport,
 ) -> Result<HashSet<String>, NetlinkError> {
-    let mut created: HashSet<String> = HashSet::new();
-    let mut existed: HashSet<String> = HashSet::new();
+    let mut created: HashSet<String> = HashSet::default();
+    let mut existed: HashSet<String> = HashSet::default();
     let mut stale = false;
     for round in creation_rounds(&desired.links) {
         if stale {
@@ -1527,7 +1532,7 @@ fn plan_addresses<'a>(
         .filter_map(addresses::parse)
         .map(|a| (a.index, a.addr))
         .collect();
-    let mut wanted: HashSet<(u32, IpNet)> = HashSet::new();
+    let mut wanted: HashSet<(u32, IpNet)> = HashSet::default();
     let resolved = table.resolve(
         &desired.addresses,
         |a| &a.dev,
@@ -1580,7 +1585,7 @@ fn plan_rules<'a>(
             adds.push(class::RULES, Op::Add, rules::add_request(r));
         }
     }
-    let mut kept = HashSet::new();
+    let mut kept = HashSet::default();
     for r in &observed {
         if !desired.ownership.tables.contains(&r.table) {
             continue;
@@ -1609,13 +1614,13 @@ fn plan_routes<'a>(
     let observed: Vec<routes::ObservedRoute> = dump.filter_map(routes::parse).collect();
     let is_ours = |r: &routes::ObservedRoute| r.protocol == RouteProtocol::Boot;
     let is_swept = |r: &routes::ObservedRoute| swept(&desired.ownership, r);
-    let mut present: HashSet<&routes::RouteKey> = HashSet::new();
+    let mut present: HashSet<&routes::RouteKey> = HashSet::default();
     // Gateway routes desired without a device match whatever device the kernel resolved.
-    let mut present_any_dev: HashSet<routes::RouteKey> = HashSet::new();
-    let mut boot_identities: HashSet<&routes::RouteIdentity> = HashSet::new();
-    let mut foreign: HashMap<&routes::RouteIdentity, RouteProtocol> = HashMap::new();
+    let mut present_any_dev: HashSet<routes::RouteKey> = HashSet::default();
+    let mut boot_identities: HashSet<&routes::RouteIdentity> = HashSet::default();
+    let mut foreign: HashMap<&routes::RouteIdentity, RouteProtocol> = HashMap::default();
     // Swept foreign routes: replaced when a desired route has their identity, deleted otherwise.
-    let mut swept_identities: HashSet<&routes::RouteIdentity> = HashSet::new();
+    let mut swept_identities: HashSet<&routes::RouteIdentity> = HashSet::default();
     for r in &observed {
         if is_ours(r) {
             boot_identities.insert(&r.identity);
@@ -1637,8 +1642,8 @@ fn plan_routes<'a>(
     // Device routes first: a gateway must be reachable when its route is added.
     let mut ordered: Vec<&RouteSpec> = desired.routes.iter().collect();
     ordered.sort_by_key(|r| r.via.is_some());
-    let mut wanted: HashSet<routes::RouteKey> = HashSet::new();
-    let mut replaced: HashSet<routes::RouteIdentity> = HashSet::new();
+    let mut wanted: HashSet<routes::RouteKey> = HashSet::default();
+    let mut replaced: HashSet<routes::RouteIdentity> = HashSet::default();
     for spec in ordered {
         let oif = match &spec.dev {
             Some(d) => match table.index(d) {
@@ -1710,7 +1715,7 @@ fn plan_neighbours<'a>(
         .filter(|n| !n.proxy)
         .map(|n| ((n.index, n.ip), n))
         .collect();
-    let mut wanted: HashSet<(u32, IpAddr)> = HashSet::new();
+    let mut wanted: HashSet<(u32, IpAddr)> = HashSet::default();
     let resolved = table.resolve(
         &desired.neighbours,
         |n| &n.dev,
@@ -1762,7 +1767,7 @@ fn plan_proxies<'a>(
         .filter_map(neighbours::parse)
         .map(|n| (n.index, n.ip))
         .collect();
-    let mut wanted = HashSet::new();
+    let mut wanted = HashSet::default();
     let resolved = table.resolve(
         &desired.proxy_neighbours,
         |p| &p.dev,
