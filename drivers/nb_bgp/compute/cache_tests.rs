@@ -493,6 +493,22 @@ fn an_event_recomputes_only_the_roots_it_touched() {
     assert_eq!(after, compute(&model, &local, &options, None));
 }
 
+/// Router `router`'s interface port (uuid `rif`) on 10.0.0.1/24.
+fn router_interface(name: &str, router: &str, up: bool) -> Lsp {
+    Lsp {
+        uuid: "rif".into(),
+        name: name.into(),
+        port_type: "router".into(),
+        up: Some(up),
+        external_ids: map(&[
+            (keys::CIDRS, "10.0.0.1/24".into()),
+            (keys::DEVICE_OWNER, DEVICE_OWNER_ROUTER_INTERFACE.into()),
+            (keys::DEVICE_ID, router.into()),
+        ]),
+        ..Default::default()
+    }
+}
+
 /// An Octavia VIP on a tenant network is exposed while a tenant subnet holding it is, even
 /// one of another router computed before its own: that router's root is recomputed when the
 /// subnets before it change, though nothing it read did.
@@ -528,18 +544,7 @@ fn a_load_balancer_follows_the_tenant_subnets_of_the_routers_before_it() {
             (keys::LB_VIP_PORT_ID, "vip0".into()),
         ]),
     });
-    let rif = |up: bool| Lsp {
-        uuid: "rif".into(),
-        name: "rif0".into(),
-        port_type: "router".into(),
-        up: Some(up),
-        external_ids: map(&[
-            (keys::CIDRS, "10.0.0.1/24".into()),
-            (keys::DEVICE_OWNER, DEVICE_OWNER_ROUTER_INTERFACE.into()),
-            (keys::DEVICE_ID, "r0".into()),
-        ]),
-        ..Default::default()
-    };
+    let rif = |up: bool| router_interface("rif0", "r0", up);
     let local = local();
     let options = options(0, true, false, false);
     let vip = "10.0.0.50".parse().unwrap();
@@ -550,4 +555,81 @@ fn a_load_balancer_follows_the_tenant_subnets_of_the_routers_before_it() {
         assert_eq!(set.global().ips.contains_key(&vip), up, "rif up: {up}");
         assert_eq!(set, compute(&model, &local, &options, None));
     }
+}
+
+/// Rows OVN would refuse but a hostile or transient Northbound may hold: a NAT rule listed by
+/// two routers, a port listed by two switches. A change of the shared row reaches the
+/// computations of both, not only of the one the model's index resolves it to.
+#[test]
+fn a_row_shared_by_two_parents_updates_both() {
+    let mut model = busy_model(0);
+    let local = local();
+    let options = options(0, true, false, false);
+    // Two routers with a gateway here each, both listing nat-shared; router r1 also has a
+    // tenant switch holding vm-shared, which a second switch lists too.
+    for r in ["r0", "r1"] {
+        model.upsert_lrp(Lrp {
+            uuid: format!("lrp-{r}"),
+            name: format!("lrp-{r}"),
+            mac: "fa:16:3e:00:02:09".into(),
+            networks: vec![
+                if r == "r0" {
+                    "172.24.4.2/24"
+                } else {
+                    "172.24.4.3/24"
+                }
+                .into(),
+            ],
+            external_ids: map(&[(keys::NETWORK_NAME, "neutron-pub".into())]),
+            status: map(&[(keys::HOSTING_CHASSIS, "sys-1".into())]),
+        });
+        model.upsert_router(LogicalRouter {
+            uuid: format!("lr-{r}"),
+            name: format!("neutron-{r}"),
+            ports: vec![format!("lrp-{r}")],
+            nat: vec!["nat-shared".into()],
+        });
+    }
+    let nat = |ip: &str| Nat {
+        uuid: "nat-shared".into(),
+        nat_type: DNAT_AND_SNAT.into(),
+        external_ip: ip.into(),
+        logical_ip: "10.0.0.5".into(),
+        ..Default::default()
+    };
+    model.upsert_nat(nat("172.24.6.1"));
+    model.upsert_lsp(router_interface("rif-r1", "r1", true));
+    let vm = |up: bool| Lsp {
+        uuid: "vm-shared".into(),
+        name: "vm-shared".into(),
+        addresses: vec!["fa:16:3e:00:00:20 10.0.0.20".into()],
+        options: map(&[(keys::REQUESTED_CHASSIS, "elsewhere".into())]),
+        up: Some(up),
+        ..Default::default()
+    };
+    model.upsert_lsp(vm(false));
+    model.upsert_switch(LogicalSwitch {
+        uuid: "ls-t1".into(),
+        name: "neutron-t1".into(),
+        ports: vec!["rif".into(), "vm-shared".into()],
+        ..Default::default()
+    });
+    model.upsert_switch(LogicalSwitch {
+        uuid: "ls-other".into(),
+        name: "neutron-other".into(),
+        ports: vec!["vm-shared".into()],
+        ..Default::default()
+    });
+    let mut cache = ExposureCache::default();
+    let set = cache.compute(&model, &local, &options, None);
+    assert_eq!(set, compute(&model, &local, &options, None));
+
+    model.upsert_nat(nat("172.24.6.2"));
+    model.upsert_lsp(vm(true));
+    let set = cache.compute(&model, &local, &options, None);
+    assert_eq!(set, compute(&model, &local, &options, None));
+    let ips = &set.global().ips;
+    assert!(ips.contains_key(&"172.24.6.2".parse().unwrap()), "{ips:?}");
+    assert!(!ips.contains_key(&"172.24.6.1".parse().unwrap()), "{ips:?}");
+    assert!(ips.contains_key(&"10.0.0.20".parse().unwrap()), "{ips:?}");
 }

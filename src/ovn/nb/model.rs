@@ -259,6 +259,11 @@ fn index_insert(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &st
         .insert(uuid.to_owned());
 }
 
+/// The uuids under `key` in `index`, copied out (to stamp them while the model changes).
+fn members(index: &HashMap<String, HashSet<Uuid>>, key: &str) -> Vec<Uuid> {
+    index.get(key).into_iter().flatten().cloned().collect()
+}
+
 fn index_remove(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &str) {
     if let Some(set) = index.get_mut(key) {
         set.remove(uuid);
@@ -343,14 +348,18 @@ pub struct NbModel {
     switch_by_name: HashMap<String, Uuid>,
     /// The switch listing each port in its `ports`.
     switch_of_port: HashMap<Uuid, Uuid>,
+    /// Every switch listing each port (normally one; a port listed by two, which OVN refuses,
+    /// changes the ports of both when it changes).
+    switches_of_port: HashMap<Uuid, HashSet<Uuid>>,
     /// Localnet ports by switch (kept from both sides: the switch's `ports`, the port's type).
     localnet_by_switch: HashMap<Uuid, HashSet<Uuid>>,
 
     routers: HashMap<Uuid, LogicalRouter>,
     router_by_id: HashMap<String, Uuid>,
     router_of_lrp: HashMap<Uuid, Uuid>,
-    /// The router listing each NAT rule in its `nat`.
-    router_of_nat: HashMap<Uuid, Uuid>,
+    /// The routers listing each NAT rule in their `nat` (normally one; every one of them is
+    /// told when the rule changes).
+    routers_of_nat: HashMap<Uuid, HashSet<Uuid>>,
 
     lrps: HashMap<Uuid, Lrp>,
     lrp_by_name: HashMap<String, Uuid>,
@@ -398,7 +407,7 @@ impl NbModel {
         if let Some(router) = lsp.router_interface_of() {
             self.stamp(NbKey::RouterInterfaces(router.to_owned()));
         }
-        if let Some(ls) = self.switch_of_port.get(&lsp.uuid).cloned() {
+        for ls in members(&self.switches_of_port, &lsp.uuid) {
             if lsp.port_type == LOCALNET {
                 self.stamp(NbKey::LocalnetsOnSwitch(ls.clone()));
             }
@@ -414,7 +423,7 @@ impl NbModel {
         if let Some(gw) = &nat.gateway_port {
             self.stamp(NbKey::NatsOfGateway(gw.clone()));
         }
-        if let Some(router) = self.router_of_nat.get(&nat.uuid).cloned() {
+        for router in members(&self.routers_of_nat, &nat.uuid) {
             self.stamp(NbKey::NatsOfRouter(router));
         }
     }
@@ -513,6 +522,7 @@ impl NbModel {
         self.switch_by_name.insert(ls.name.clone(), uuid.clone());
         let mut taken_from = Vec::new();
         for port in &ls.ports {
+            index_insert(&mut self.switches_of_port, port, &uuid);
             if let Some(previous) = self.switch_of_port.insert(port.clone(), uuid.clone())
                 && previous != uuid
                 && self
@@ -611,6 +621,7 @@ impl NbModel {
             if self.switch_of_port.get(port).is_some_and(|s| s == uuid) {
                 self.switch_of_port.remove(port);
             }
+            index_remove(&mut self.switches_of_port, port, uuid);
         }
         self.localnet_by_switch.remove(uuid);
     }
@@ -661,7 +672,7 @@ impl NbModel {
             self.router_of_lrp.insert(port.clone(), uuid.clone());
         }
         for nat in &lr.nat {
-            self.router_of_nat.insert(nat.clone(), uuid.clone());
+            index_insert(&mut self.routers_of_nat, nat, &uuid);
         }
         self.stamp_router(&lr);
         self.routers.insert(uuid, lr);
@@ -682,9 +693,7 @@ impl NbModel {
             }
         }
         for nat in &old.nat {
-            if self.router_of_nat.get(nat).is_some_and(|r| r == uuid) {
-                self.router_of_nat.remove(nat);
-            }
+            index_remove(&mut self.routers_of_nat, nat, uuid);
         }
         self.stamp_router(&old);
     }
