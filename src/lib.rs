@@ -14,6 +14,7 @@ pub mod control;
 pub mod control_cli;
 pub mod doctor;
 pub mod exposure;
+pub(crate) mod hash;
 pub mod host;
 pub(crate) mod logging;
 pub(crate) mod notify;

@@ -60,6 +60,7 @@ use crate::exposure::{
     ExposureSet, LocalnetAttachment, NdPrefix, ProviderEvpn, ProviderNetwork, RealisationNeed,
     RouteKind, ScopeId,
 };
+use crate::hash::{HashMap, HashSet};
 pub use crate::ovn::generations::CacheStats;
 use crate::ovn::generations::ReadSet;
 use crate::ovn::nb::model::{
@@ -71,7 +72,6 @@ use crate::ovn::neutron::{
 };
 use crate::ovn::table::OvnTable;
 use crate::ovn::tenant::TenantOptions;
-use crate::ovn::{HashMap, HashSet};
 use crate::types::{InterfaceName, MacAddr};
 
 /// Longest name of a row the driver uses (names end up in logs, OVS port names and snapshots).

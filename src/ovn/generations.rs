@@ -6,7 +6,7 @@
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::HashMap;
+use crate::hash::HashMap;
 
 /// Every [`Generations`] starts in an epoch of its own, so results read from one model are
 /// never taken as valid for another (a replaced or cloned model).

@@ -17,11 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ipnet::IpNet;
-
-/// A full plan hashes every kernel object of a class (120k at 30k exposures): foldhash, seeded
-/// per process as the models' maps (crate::ovn::HashMap), plans a third faster than SipHash.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::RouteProtocol;
 use tokio::sync::watch;
@@ -31,6 +26,7 @@ use super::mirror::{Dirty, Interest, KERNEL_STATS, KernelMirror, MirrorOptions, 
 use super::netns::{NetnsTarget, NetnsWorker};
 use super::validate::{self, Held};
 use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl};
+use crate::hash::{HashMap, HashSet};
 use crate::system::{ChangeReport, DesiredSystem, LinkKind, LinkSpec, Ownership, RouteSpec};
 use crate::types::InterfaceName;
 

@@ -14,8 +14,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::hash::{HashMap, HashSet};
 use crate::ovn::generations::Generations;
-use crate::ovn::{HashMap, HashSet};
 
 use crate::ovn::neutron::{self, keys};
 

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::ovn::HashMap;
+use crate::hash::HashMap;
 use crate::ovn::generations::Generations;
 
 /// OVSDB row uuid as text.
