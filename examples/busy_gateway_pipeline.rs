@@ -5,7 +5,7 @@
 //! event, and each stage is timed (median of the events):
 //! - the exposures computed from scratch (what every event cost before the per-port cache),
 //! - the exposures through the cache (what the agent does now),
-//! - the underlay backend's rendering of them.
+//! - the underlay backend's rendering of them, in full and as a delta of the last one.
 //!
 //! Then the same for the NB driver over a Northbound model of the same shape (routers whose
 //! gateway port is hosted here, their FIPs and tenant VMs), a provider VM created and bound
@@ -17,8 +17,10 @@
 // A benchmark runs on the wall clock, not on tokio's pausable one.
 #![allow(clippy::disallowed_types)]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ovn_bgp_agent::backends::underlay::incremental::IncrementalRender;
 use ovn_bgp_agent::backends::underlay::render::{
     Facts, NicKind, UnderlaySettings, VrfKind, render,
 };
@@ -178,14 +180,17 @@ fn main() {
         .bridge_macs
         .insert(bridge, "aa:aa:aa:aa:aa:01".parse().unwrap());
     println!(
-        "| exposures here | from scratch (ms) | cached (ms) | roots recomputed | underlay render (ms) |"
+        "| exposures here | from scratch (ms) | cached (ms) | roots recomputed | underlay render (ms) | render as a delta (ms) |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for &n in &sizes {
         let mut model = busy_model(n);
         let mut cache = ExposureCache::default();
         let first = cache.compute(&model, &local, &tenant);
         let (mut scratch, mut cached, mut rendered) = (Vec::new(), Vec::new(), Vec::new());
+        let mut incremental = IncrementalRender::default();
+        incremental.render(&settings, &facts, &Arc::new(first.clone()));
+        let mut delta = Vec::new();
         let mut recomputed = 0;
         for e in 0..EVENTS {
             let mut vm = port(
@@ -213,15 +218,22 @@ fn main() {
             let out = render(&settings, &facts, &set);
             rendered.push(t.elapsed());
             assert!(out.system.addresses.len() > set.global().ips.len() / 2);
+            let shared = Arc::new(set);
+            let t = Instant::now();
+            let as_delta = incremental.render(&settings, &facts, &shared);
+            delta.push(t.elapsed());
+            assert!(!incremental.stats().full);
+            assert_eq!(as_delta, out);
         }
         println!(
-            "| {} | {:.2} | {:.2} | {} of {} | {:.2} |",
+            "| {} | {:.2} | {:.2} | {} of {} | {:.2} | {:.2} |",
             first.global().ips.len(),
             median(scratch),
             median(cached),
             recomputed,
             cache.last_stats().roots,
-            median(rendered)
+            median(rendered),
+            median(delta)
         );
     }
     nb_events(&sizes);

@@ -359,23 +359,29 @@ impl Agent {
             );
             return Err(format!("observing the system failed: {e}"));
         }
-        let rendered = self.backend.desired_system(&exposures).map_err(|e| {
-            error!(
-                backend = self.backend_name,
-                reason = why,
-                "rendering system state failed: {e}"
-            );
-            format!("rendering system state failed: {e}")
-        })?;
+        // The exposures are shared from here on (the backend may keep them to render the
+        // next set as a delta; the telemetry keeps them for `status`): their skipped rows are
+        // taken out first, as the telemetry gets them apart.
+        let mut skipped = std::mem::take(&mut exposures.skipped);
+        exposures.skip_index = Default::default();
+        let exposures = Arc::new(exposures);
+        let rendered = self
+            .backend
+            .desired_system_shared(&exposures)
+            .map_err(|e| {
+                error!(
+                    backend = self.backend_name,
+                    reason = why,
+                    "rendering system state failed: {e}"
+                );
+                format!("rendering system state failed: {e}")
+            })?;
         self.telemetry
             .stage_took(Stage::Render, render_started.elapsed());
-        let mut skipped = std::mem::take(&mut exposures.skipped);
         skipped.extend(rendered.skipped);
         let skipped = Arc::new(skipped);
         self.report_skipped(skipped.clone());
-        self.telemetry
-            .exposures_computed(Arc::new(exposures), skipped)
-            .await;
+        self.telemetry.exposures_computed(exposures, skipped).await;
         self.apply(Arc::new(rendered.system), why).await
     }
 

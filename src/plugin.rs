@@ -155,6 +155,16 @@ pub trait ExposureBackend: Send {
     /// realised.
     fn desired_system(&self, exposures: &ExposureSet) -> Result<Rendered, PluginError>;
 
+    /// [`ExposureBackend::desired_system`] of exposures the host keeps after this call: a
+    /// backend may hold on to them to render the next set as a delta (the underlay backend
+    /// does). The default renders them in full.
+    fn desired_system_shared(
+        &self,
+        exposures: &std::sync::Arc<ExposureSet>,
+    ) -> Result<Rendered, PluginError> {
+        self.desired_system(exposures)
+    }
+
     /// Wait until something the backend owns outside the kernel changed behind its back (a
     /// row of a node-local OVN database edited by someone), so the host reconciles. Must be
     /// cancel-safe, like [`Driver::changed`]. The default never fires.

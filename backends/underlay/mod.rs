@@ -10,9 +10,11 @@
 //! `vtysh` or `ovs-vsctl` never holds back the kernel part of a reconcile. When a fetch brings
 //! something new, [`ExposureBackend::changed`] fires and the host reconciles again.
 
+pub mod incremental;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -67,6 +69,8 @@ pub(crate) struct UnderlayBackend {
     frr_render: Option<JoinHandle<Result<Vec<String>, PluginError>>>,
     /// Bridge MACs being read from OVS.
     mac_read: Option<JoinHandle<Result<BTreeMap<InterfaceName, MacAddr>, String>>>,
+    /// The last rendering, updated by the next exposure set's differences (issue 17).
+    incremental: std::sync::Mutex<incremental::IncrementalRender>,
 }
 
 impl UnderlayBackend {
@@ -86,6 +90,7 @@ impl UnderlayBackend {
             redistribute: BTreeSet::from([Redistribute::Connected]),
             frr_render: None,
             mac_read: None,
+            incremental: Default::default(),
         })
     }
 
@@ -324,6 +329,16 @@ impl ExposureBackend for UnderlayBackend {
 
     fn desired_system(&self, exposures: &ExposureSet) -> Result<Rendered, PluginError> {
         let mut rendered = render::render(&self.settings, &self.facts, exposures);
+        rendered.system.frr = self.frr_snippets.clone();
+        Ok(rendered)
+    }
+
+    fn desired_system_shared(&self, exposures: &Arc<ExposureSet>) -> Result<Rendered, PluginError> {
+        let mut rendered = self
+            .incremental
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .render(&self.settings, &self.facts, exposures);
         rendered.system.frr = self.frr_snippets.clone();
         Ok(rendered)
     }

@@ -9,7 +9,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
-use crate::exposure::{BridgeWiring, ExposureSet, ProviderNetwork, RealisationNeed, ScopeId};
+use crate::exposure::{
+    BridgeWiring, ExposedIp, ExposedRoute, ExposedSubnet, ExposureSet, ProviderNetwork,
+    RealisationNeed, ScopeId,
+};
 use crate::plugin::Rendered;
 use crate::system::{
     AddressSpec, DesiredSystem, LinkKind, LinkSpec, NeighbourSpec, PortFlowSpec,
@@ -133,10 +136,236 @@ struct Renderer<'a> {
     out: Rendered,
 }
 
+/// One kernel object an exposure renders to: what the incremental render adds for an exposure
+/// and takes out again when the exposure goes or changes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Object {
+    Address(AddressSpec),
+    Rule(RuleSpec),
+    Route(RouteSpec),
+    Neighbour(NeighbourSpec),
+    ProxyNeighbour(ProxyNeighbourSpec),
+}
+
+impl Object {
+    /// Insert into `system`; false when it was there already.
+    pub(crate) fn insert_into(self, system: &mut DesiredSystem) -> bool {
+        match self {
+            Object::Address(o) => system.addresses.insert(o),
+            Object::Rule(o) => system.rules.insert(o),
+            Object::Route(o) => system.routes.insert(o),
+            Object::Neighbour(o) => system.neighbours.insert(o),
+            Object::ProxyNeighbour(o) => system.proxy_neighbours.insert(o),
+        }
+    }
+
+    pub(crate) fn remove_from(&self, system: &mut DesiredSystem) -> bool {
+        match self {
+            Object::Address(o) => system.addresses.remove(o),
+            Object::Rule(o) => system.rules.remove(o),
+            Object::Route(o) => system.routes.remove(o),
+            Object::Neighbour(o) => system.neighbours.remove(o),
+            Object::ProxyNeighbour(o) => system.proxy_neighbours.remove(o),
+        }
+    }
+}
+
+/// Where one exposure's objects and skips go: straight into the rendered state (a full
+/// render), or recorded (the incremental render, see [`super::incremental`]).
+pub(crate) trait Sink {
+    fn object(&mut self, object: Object);
+    fn skip(&mut self, row: &str, reason: String);
+}
+
+impl Sink for Rendered {
+    fn object(&mut self, object: Object) {
+        object.insert_into(&mut self.system);
+    }
+
+    fn skip(&mut self, row: &str, reason: String) {
+        Rendered::skip(self, row, reason);
+    }
+}
+
+/// What every exposure's rendering depends on besides the exposure itself. The incremental
+/// render reuses an exposure's objects only while this is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ItemContext {
+    pub tables: BTreeMap<InterfaceName, u32>,
+    pub redistributes_kernel: bool,
+}
+
+impl ItemContext {
+    pub(crate) fn of(facts: &Facts, exposures: &ExposureSet) -> Self {
+        Self {
+            tables: facts.tables.clone(),
+            redistributes_kernel: exposures.redistributes_kernel(),
+        }
+    }
+}
+
+fn table_of(
+    tables: &BTreeMap<InterfaceName, u32>,
+    bridge: &InterfaceName,
+    source: &str,
+    out: &mut impl Sink,
+) -> Option<u32> {
+    let table = tables.get(bridge).copied();
+    if table.is_none() {
+        out.skip(
+            source,
+            format!("no routing table for bridge {bridge}; not wired"),
+        );
+    }
+    table
+}
+
+/// An IP of the global scope: its address on bgp-nic and, behind a provider bridge, the rule,
+/// route, neighbour and proxy neighbours that bring its traffic back to OVS.
+pub(crate) fn render_ip(
+    settings: &UnderlaySettings,
+    tables: &BTreeMap<InterfaceName, u32>,
+    exposed: &ExposedIp,
+    out: &mut impl Sink,
+) {
+    if let Some(via) = exposed.via {
+        out.skip(
+            &exposed.source,
+            format!(
+                "{}: a nexthop ({via}) cannot be realised by the underlay backend (IPs are \
+                 addresses on {})",
+                exposed.ip, settings.bgp_nic
+            ),
+        );
+        return;
+    }
+    let host = host_prefix(exposed.ip);
+    out.object(Object::Address(AddressSpec {
+        dev: settings.bgp_nic.clone(),
+        addr: host,
+    }));
+    let Some(provider) = &exposed.provider else {
+        return;
+    };
+    let Some(table) = table_of(tables, &provider.bridge, &exposed.source, out) else {
+        return;
+    };
+    let dev = provider_device(provider);
+    out.object(Object::Rule(RuleSpec {
+        selector: RuleSelector::To(host),
+        table,
+        priority: settings.rule_priority,
+    }));
+    out.object(Object::Route(RouteSpec {
+        table,
+        dst: host,
+        route_type: RouteType::Unicast,
+        via: None,
+        dev: Some(dev.clone()),
+        scope_link: exposed.ip.is_ipv4(),
+        metric: None,
+    }));
+    if let Some(lladdr) = exposed.lladdr {
+        out.object(Object::Neighbour(NeighbourSpec {
+            dev: dev.clone(),
+            ip: exposed.ip,
+            lladdr,
+        }));
+    }
+    for net in &exposed.ndp_proxy {
+        out.object(Object::ProxyNeighbour(ProxyNeighbourSpec {
+            dev: dev.clone(),
+            ip: net.network(),
+        }));
+    }
+}
+
+/// A route of the global scope: in the VRF table when the driver asks for kernel
+/// redistribution.
+pub(crate) fn render_route(
+    settings: &UnderlaySettings,
+    redistributes_kernel: bool,
+    route: &ExposedRoute,
+    out: &mut impl Sink,
+) {
+    if !redistributes_kernel {
+        out.skip(
+            &route.source,
+            format!(
+                "route {}: routes are only announced when the driver asks for kernel \
+                 redistribution",
+                route.prefix
+            ),
+        );
+        return;
+    }
+    // Upstream (stretched L2, NB `subnet` mode): `ip route replace <net> [via <gw>] dev
+    // bgp-nic table <bgp_vrf_table_id> proto boot`, on-link routes with scope link.
+    out.object(Object::Route(RouteSpec {
+        table: settings.vrf_table,
+        dst: route.prefix,
+        route_type: RouteType::Unicast,
+        via: route.via,
+        dev: Some(settings.bgp_nic.clone()),
+        scope_link: route.via.is_none(),
+        metric: None,
+    }));
+}
+
+/// A tenant subnet behind a router gateway: the rule and route through the provider bridge.
+pub(crate) fn render_subnet(
+    settings: &UnderlaySettings,
+    tables: &BTreeMap<InterfaceName, u32>,
+    subnet: &ExposedSubnet,
+    out: &mut impl Sink,
+) {
+    let Some(table) = table_of(tables, &subnet.provider.bridge, &subnet.source, out) else {
+        return;
+    };
+    // Upstream's rule key is the router interface address with its mask (`to 10.0.0.1/24`).
+    out.object(Object::Rule(RuleSpec {
+        selector: RuleSelector::To(subnet.router_ip),
+        table,
+        priority: settings.rule_priority,
+    }));
+    out.object(Object::Route(RouteSpec {
+        table,
+        dst: subnet.router_ip.trunc(),
+        route_type: RouteType::Unicast,
+        via: Some(subnet.via),
+        dev: Some(provider_device(&subnet.provider)),
+        scope_link: false,
+        metric: None,
+    }));
+}
+
 /// Render the desired system; what cannot be realised (a bridge without a table number, an
 /// EVPN scope, a nexthop on an IP) is reported in [`Rendered::skipped`] and the rest is still
 /// rendered.
 pub fn render(settings: &UnderlaySettings, facts: &Facts, exposures: &ExposureSet) -> Rendered {
+    let mut out = render_base(settings, facts, exposures);
+    let global = exposures.global();
+    for exposed in global.ips.values() {
+        render_ip(settings, &facts.tables, exposed, &mut out);
+    }
+    let redistributes = exposures.redistributes_kernel();
+    for route in global.routes.values() {
+        render_route(settings, redistributes, route, &mut out);
+    }
+    for subnet in &global.subnets {
+        render_subnet(settings, &facts.tables, subnet, &mut out);
+    }
+    out
+}
+
+/// What does not come from one exposure: the VRF and NIC, the bridges' wiring, the ownership
+/// scopes, and the skips of scopes the backend cannot realise. Small (a few objects per
+/// bridge), so the incremental render recomputes it every time to tell whether it changed.
+pub(crate) fn render_base(
+    settings: &UnderlaySettings,
+    facts: &Facts,
+    exposures: &ExposureSet,
+) -> Rendered {
     let mut r = Renderer {
         settings,
         facts,
@@ -171,118 +400,12 @@ pub fn render(settings: &UnderlaySettings, facts: &Facts, exposures: &ExposureSe
     for wiring in exposures.bridges.values() {
         r.bridge(wiring);
     }
-    let global = exposures.global();
-    for exposed in global.ips.values() {
-        if let Some(via) = exposed.via {
-            r.out.skip(
-                &*exposed.source,
-                format!(
-                    "{}: a nexthop ({via}) cannot be realised by the underlay backend (IPs are \
-                     addresses on {})",
-                    exposed.ip, settings.bgp_nic
-                ),
-            );
-            continue;
-        }
-        let host = host_prefix(exposed.ip);
-        r.out.system.addresses.insert(AddressSpec {
-            dev: settings.bgp_nic.clone(),
-            addr: host,
-        });
-        let Some(provider) = &exposed.provider else {
-            continue;
-        };
-        let Some(table) = r.table_of(&provider.bridge, &exposed.source) else {
-            continue;
-        };
-        let dev = provider_device(provider);
-        let out = &mut r.out.system;
-        out.rules.insert(RuleSpec {
-            selector: RuleSelector::To(host),
-            table,
-            priority: settings.rule_priority,
-        });
-        out.routes.insert(RouteSpec {
-            table,
-            dst: host,
-            route_type: RouteType::Unicast,
-            via: None,
-            dev: Some(dev.clone()),
-            scope_link: exposed.ip.is_ipv4(),
-            metric: None,
-        });
-        if let Some(lladdr) = exposed.lladdr {
-            out.neighbours.insert(NeighbourSpec {
-                dev: dev.clone(),
-                ip: exposed.ip,
-                lladdr,
-            });
-        }
-        for net in &exposed.ndp_proxy {
-            out.proxy_neighbours.insert(ProxyNeighbourSpec {
-                dev: dev.clone(),
-                ip: net.network(),
-            });
-        }
-    }
-    for route in global.routes.values() {
-        if !exposures.redistributes_kernel() {
-            r.out.skip(
-                &route.source,
-                format!(
-                    "route {}: routes are only announced when the driver asks for kernel \
-                     redistribution",
-                    route.prefix
-                ),
-            );
-            continue;
-        }
-        // Upstream (stretched L2, NB `subnet` mode): `ip route replace <net> [via <gw>] dev
-        // bgp-nic table <bgp_vrf_table_id> proto boot`, on-link routes with scope link.
-        r.out.system.routes.insert(RouteSpec {
-            table: settings.vrf_table,
-            dst: route.prefix,
-            route_type: RouteType::Unicast,
-            via: route.via,
-            dev: Some(settings.bgp_nic.clone()),
-            scope_link: route.via.is_none(),
-            metric: None,
-        });
-    }
-    for subnet in &global.subnets {
-        let Some(table) = r.table_of(&subnet.provider.bridge, &subnet.source) else {
-            continue;
-        };
-        let out = &mut r.out.system;
-        // Upstream's rule key is the router interface address with its mask (`to 10.0.0.1/24`).
-        out.rules.insert(RuleSpec {
-            selector: RuleSelector::To(subnet.router_ip),
-            table,
-            priority: settings.rule_priority,
-        });
-        out.routes.insert(RouteSpec {
-            table,
-            dst: subnet.router_ip.trunc(),
-            route_type: RouteType::Unicast,
-            via: Some(subnet.via),
-            dev: Some(provider_device(&subnet.provider)),
-            scope_link: false,
-            metric: None,
-        });
-    }
     r.out
 }
 
 impl Renderer<'_> {
     fn table_of(&mut self, bridge: &InterfaceName, source: &str) -> Option<u32> {
-        let table = self.facts.tables.get(bridge).copied();
-        if table.is_none() {
-            self.out.skip(
-                source,
-                format!("no routing table for bridge {bridge}; not wired"),
-            );
-        }
-        table
+        table_of(&self.facts.tables, bridge, source, &mut self.out)
     }
 
     /// VRF + NIC, and the ownership scopes every underlay reconcile has.
