@@ -262,6 +262,7 @@ async fn refused_exposures_never_reach_the_backend_and_are_reported_with_their_r
         "127.0.0.1".parse::<IpAddr>().unwrap(),
         "224.0.0.9".parse().unwrap(),
     ]);
+    let telemetry = h.agent.telemetry();
     let (stop, shutdown) = shutdown_channel();
     let run = tokio::spawn(h.agent.run_until(shutdown));
     assert_eq!(h.entered.recv().await, Some(1));
@@ -272,7 +273,9 @@ async fn refused_exposures_never_reach_the_backend_and_are_reported_with_their_r
     let first = h.seen.lock().unwrap().last().cloned().unwrap();
     let ips: Vec<String> = first.global().ips.keys().map(ToString::to_string).collect();
     assert_eq!(ips, vec!["172.24.4.10"]);
-    let rows: Vec<(&str, &str)> = first
+    // Reported (in `status`) with their rows.
+    let snapshot = telemetry.snapshot().await;
+    let rows: Vec<(&str, &str)> = snapshot
         .skipped
         .iter()
         .map(|s| (s.table.as_str(), s.row.as_str()))

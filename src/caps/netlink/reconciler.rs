@@ -490,7 +490,14 @@ impl NetlinkReconciler {
         desired: &Arc<DesiredSystem>,
     ) -> Result<ChangeReport, NetlinkError> {
         let mut report = ChangeReport::default();
-        let screened = validate::screen(desired);
+        // After a state applied cleanly, only what this one adds needs checking.
+        let by_delta = {
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            last.as_ref()
+                .filter(|l| same_structure(&l.desired, desired))
+                .and_then(|l| validate::screen_delta(&l.desired, desired))
+        };
+        let screened = by_delta.unwrap_or_else(|| validate::screen(desired));
         for d in &screened.dropped {
             report.error(
                 d.class,
