@@ -56,9 +56,9 @@ use ipnet::IpNet;
 
 use crate::caps::frr::values::{Asn, Redistribute, RouteDistinguisher, RouteTarget, Vni};
 use crate::exposure::{
-    BridgeWiring, EvpnAttachment, EvpnParams, ExposedIp, ExposedRoute, ExposedSubnet, ExposureKind,
-    ExposureSet, LocalnetAttachment, NdPrefix, ProviderEvpn, ProviderNetwork, RealisationNeed,
-    RouteKind, ScopeId,
+    BridgeWiring, BulkIps, EvpnAttachment, EvpnParams, ExposedIp, ExposedRoute, ExposedSubnet,
+    ExposureKind, ExposureSet, LocalnetAttachment, NdPrefix, ProviderEvpn, ProviderNetwork,
+    RealisationNeed, RouteKind, ScopeId,
 };
 use crate::hash::{HashMap, HashSet};
 pub use crate::ovn::generations::CacheStats;
@@ -391,7 +391,16 @@ impl ExposureCache {
 
         // Laid out in the order of a computation from scratch.
         let mut out = std::mem::take(&mut ctx.out);
-        let apply = |ops: &[Op], out: &mut ExposureSet| ops.iter().for_each(|op| op.apply(out));
+        // IPs are laid out in bulk at the end (they do not interact with the other changes).
+        let mut ips = BulkIps::default();
+        let mut apply = |ops: &[Op], out: &mut ExposureSet| {
+            for op in ops {
+                match op {
+                    Op::Ip(scope, ip) => ips.push(*scope, ip.clone()),
+                    other => other.apply(out),
+                }
+            }
+        };
         apply(&prelude_ops, &mut out);
         for lrp in &gateways {
             apply(&self.gateways[&lrp.uuid].addresses, &mut out);
@@ -409,6 +418,7 @@ impl ExposureCache {
                 apply(&r.ops, &mut out);
             }
         }
+        ips.finish(&mut out);
         if options.advertisement == TenantAdvertisement::Subnet
             && options.method == ExposingMethod::Underlay
         {

@@ -21,7 +21,9 @@ use super::model::{
     LoadBalancer, ModelKey, PortBinding, SbModel, Uuid, lb_vip_name, parse_nat_entry,
     parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
 };
-use crate::exposure::{ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork};
+use crate::exposure::{
+    BulkIps, ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork, ScopeId,
+};
 pub use crate::ovn::generations::CacheStats;
 use crate::ovn::generations::ReadSet;
 use crate::ovn::sb::provider::BridgeMappings;
@@ -89,6 +91,7 @@ impl ExposureCache {
         let (mappings, mut out) = BridgeMappings::wired(&local.bridge_mappings, model);
         let mut stats = CacheStats::default();
         let mut seen: Vec<&Uuid> = Vec::new();
+        let mut ips = BulkIps::default();
         for chassis in model.chassis_uuids_named(&local.name) {
             for port in model.ports_on_chassis(&chassis) {
                 stats.roots += 1;
@@ -111,7 +114,7 @@ impl ExposureCache {
                 }
                 for p in &self.roots[&port.uuid].produced {
                     match p {
-                        Produced::Ip(ip) => out.expose_ip(ip.clone()),
+                        Produced::Ip(ip) => ips.push(ScopeId::Global, ip.clone()),
                         Produced::Subnet(s) => {
                             out.global_mut().subnets.insert(s.clone());
                         }
@@ -120,6 +123,7 @@ impl ExposureCache {
                 }
             }
         }
+        ips.finish(&mut out);
         if self.roots.len() != seen.len() {
             let seen: std::collections::HashSet<&Uuid> = seen.into_iter().collect();
             self.roots.retain(|u, _| seen.contains(u));
