@@ -484,18 +484,19 @@ impl ExposureSet {
     }
 }
 
-/// IPs laid out in bulk: collected in the order they are produced, then each scope's map is
-/// built at once. The result is what [`ExposureScope::expose_ip`] one by one gives (the first
-/// producer of an IP wins, a later different producer is shadowed, in the order produced),
-/// without one tree insertion per IP: on a gateway exposing 30k IPs the drivers lay their
-/// cached results out on every event (issue 17).
+/// IPs laid out in bulk: collected (borrowed) in the order they are produced, then each
+/// scope's map is built at once from copies of the winners. The result is what
+/// [`ExposureScope::expose_ip`] one by one gives (the first producer of an IP wins, a later
+/// different producer is shadowed, in the order produced), without one tree insertion per IP
+/// and without moving each exposure more than once: on a gateway exposing 30k IPs the drivers
+/// lay their cached results out on every event (issue 17).
 #[derive(Debug, Default)]
-pub struct BulkIps {
-    pending: Vec<(ScopeId, ExposedIp)>,
+pub struct BulkIps<'a> {
+    pending: Vec<(ScopeId, &'a ExposedIp)>,
 }
 
-impl BulkIps {
-    pub fn push(&mut self, scope: ScopeId, exposed: ExposedIp) {
+impl<'a> BulkIps<'a> {
+    pub fn push(&mut self, scope: ScopeId, exposed: &'a ExposedIp) {
         self.pending.push((scope, exposed));
     }
 
@@ -508,7 +509,7 @@ impl BulkIps {
         {
             // IPs exposed before: they come first, one by one.
             for (scope, exposed) in pending {
-                out.scope_mut(scope).expose_ip(exposed);
+                out.scope_mut(scope).expose_ip(exposed.clone());
             }
             return;
         }
@@ -519,39 +520,37 @@ impl BulkIps {
             .map(|(i, (scope, e))| (*scope, e.ip, i))
             .collect();
         keys.sort_unstable();
-        let order: Vec<usize> = keys.into_iter().map(|(_, _, i)| i).collect();
-        let mut slots: Vec<Option<(ScopeId, ExposedIp)>> = pending.into_iter().map(Some).collect();
-        let mut winners: BTreeMap<ScopeId, Vec<(IpAddr, ExposedIp)>> = BTreeMap::new();
         let mut shadows: Vec<usize> = Vec::new();
-        let mut group = 0;
-        while group < order.len() {
-            let first = order[group];
-            let (scope, winner) = slots[first].take().expect("taken once");
-            let mut next = group + 1;
-            while next < order.len() {
-                let i = order[next];
-                let (s, e) = slots[i].as_ref().expect("not taken yet");
-                if *s != scope || e.ip != winner.ip {
-                    break;
+        let mut start = 0;
+        while start < keys.len() {
+            let scope = keys[start].0;
+            // The scope's groups of producers, one per IP: the first wins.
+            let end = start + keys[start..].partition_point(|k| k.0 == scope);
+            let mut winners: Vec<(IpAddr, ExposedIp)> = Vec::new();
+            let mut group = start;
+            while group < end {
+                let winner = pending[keys[group].2].1;
+                let mut next = group + 1;
+                while next < end && keys[next].1 == winner.ip {
+                    let e = pending[keys[next].2].1;
+                    if e.kind != winner.kind || e.source != winner.source {
+                        shadows.push(keys[next].2);
+                    }
+                    next += 1;
                 }
-                if e.kind != winner.kind || e.source != winner.source {
-                    shadows.push(i);
-                }
-                next += 1;
+                winners.push((winner.ip, winner.clone()));
+                group = next;
             }
-            winners.entry(scope).or_default().push((winner.ip, winner));
-            group = next;
-        }
-        for (scope, ips) in winners {
             // Sorted and unique: built in one pass.
-            out.scope_mut(scope).ips = ips.into_iter().collect();
+            out.scope_mut(scope).ips = winners.into_iter().collect();
+            start = end;
         }
         shadows.sort_unstable();
         for i in shadows {
-            let (scope, exposed) = slots[i].take().expect("a shadow is taken once");
+            let (scope, exposed) = pending[i];
             let shadowed = &mut out.scope_mut(scope).shadowed;
-            if !shadowed.contains(&exposed) {
-                shadowed.push(exposed);
+            if !shadowed.contains(exposed) {
+                shadowed.push(exposed.clone());
             }
         }
     }
@@ -591,11 +590,11 @@ mod tests {
                 one_by_one.scope_mut(scope).expose_ip(e.clone());
                 bulk.scope_mut(scope).expose_ip(e);
             }
+            let produced: Vec<(ScopeId, ExposedIp)> = produced.into_iter().map(make).collect();
             let mut ips = BulkIps::default();
-            for b in produced {
-                let (scope, e) = make(b);
-                one_by_one.scope_mut(scope).expose_ip(e.clone());
-                ips.push(scope, e);
+            for (scope, e) in &produced {
+                one_by_one.scope_mut(*scope).expose_ip(e.clone());
+                ips.push(*scope, e);
             }
             ips.finish(&mut bulk);
             proptest::prop_assert_eq!(&bulk, &one_by_one);

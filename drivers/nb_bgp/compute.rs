@@ -393,14 +393,15 @@ impl ExposureCache {
         let mut out = std::mem::take(&mut ctx.out);
         // IPs are laid out in bulk at the end (they do not interact with the other changes).
         let mut ips = BulkIps::default();
-        let mut apply = |ops: &[Op], out: &mut ExposureSet| {
+        fn lay<'a>(ops: &'a [Op], out: &mut ExposureSet, ips: &mut BulkIps<'a>) {
             for op in ops {
                 match op {
-                    Op::Ip(scope, ip) => ips.push(*scope, ip.clone()),
+                    Op::Ip(scope, ip) => ips.push(*scope, ip),
                     other => other.apply(out),
                 }
             }
-        };
+        }
+        let mut apply = |ops, out: &mut ExposureSet| lay(ops, out, &mut ips);
         apply(&prelude_ops, &mut out);
         for lrp in &gateways {
             apply(&self.gateways[&lrp.uuid].addresses, &mut out);

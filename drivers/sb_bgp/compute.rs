@@ -91,7 +91,6 @@ impl ExposureCache {
         let (mappings, mut out) = BridgeMappings::wired(&local.bridge_mappings, model);
         let mut stats = CacheStats::default();
         let mut seen: Vec<&Uuid> = Vec::new();
-        let mut ips = BulkIps::default();
         for chassis in model.chassis_uuids_named(&local.name) {
             for port in model.ports_on_chassis(&chassis) {
                 stats.roots += 1;
@@ -112,14 +111,18 @@ impl ExposureCache {
                     root.expose_local_port(port);
                     self.roots.insert(port.uuid.clone(), root.finish());
                 }
-                for p in &self.roots[&port.uuid].produced {
-                    match p {
-                        Produced::Ip(ip) => ips.push(ScopeId::Global, ip.clone()),
-                        Produced::Subnet(s) => {
-                            out.global_mut().subnets.insert(s.clone());
-                        }
-                        Produced::Skip(row, reason) => out.skip(TABLE, row.clone(), reason.clone()),
+            }
+        }
+        // Laid out in the roots' order, once every root is current.
+        let mut ips = BulkIps::default();
+        for uuid in &seen {
+            for p in &self.roots[*uuid].produced {
+                match p {
+                    Produced::Ip(ip) => ips.push(ScopeId::Global, ip),
+                    Produced::Subnet(s) => {
+                        out.global_mut().subnets.insert(s.clone());
                     }
+                    Produced::Skip(row, reason) => out.skip(TABLE, row.clone(), reason.clone()),
                 }
             }
         }

@@ -11,7 +11,8 @@
 #
 # Environment: BENCH_SIZES, BENCH_EVENTS (200), BENCH_BURST (50), BENCH_COLD_PORTS (100),
 # BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
-# BENCH_OUT (JSON results, default $LAB_DIR/../sb-bgp-bench-<time>.json), and the lab's own
+# BENCH_OUT (JSON results, default $LAB_DIR/../sb-bgp-bench-<time>.json), CARGO_TARGET_DIR
+# (where the release build goes: a profiling build, e.g. with frame pointers, apart), and the lab's own
 # LAB_DIR / LAB_NS_PREFIX / LAB_NB_TCP_PORT / LAB_SB_TCP_PORT (defaults below keep it apart from
 # a default lab). The lab is torn down at the end (also on failure) unless --keep.
 set -euo pipefail
@@ -30,7 +31,7 @@ command -v python3 >/dev/null || { echo "python3 is required (standard library o
 
 echo "==> building the agent (release)"
 cargo build --release --quiet --bin ovn-bgp-agent
-agent=$PWD/target/release/ovn-bgp-agent
+agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
 
 echo "==> bringing up the lab in $LAB_DIR (netns ${LAB_NS_PREFIX}*)"
 scripts/lab/up.sh >/dev/null
