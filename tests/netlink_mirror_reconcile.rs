@@ -342,3 +342,93 @@ async fn a_route_flushed_with_the_last_address_of_its_device_is_put_back() {
     let check = dumps.reconcile(&without).await.expect("by dumps");
     assert!(check.is_noop(), "{check:?}");
 }
+
+/// A session that ends in the middle of a reconcile (here the kernel drops acknowledgements:
+/// the request socket's receive buffer is too small for the batches in flight) reports what
+/// was acknowledged before it, with the session's end as an error of the kernel part; the next
+/// reconcile, on a new session, finds what the kernel applied there and counts only the rest.
+/// Where the session ends depends on the buffer (and on the kernel's accounting of each
+/// acknowledgement), so buffers of growing sizes are tried until one ends it after some
+/// batches were acknowledged; every attempt that ends early is checked the same way.
+#[tokio::test]
+async fn a_session_ended_midway_reports_what_it_applied_and_the_next_counts_only_the_rest() {
+    const N: usize = 3000;
+    let ns = TestNetns::new();
+    let mut d = DesiredSystem::default();
+    d.links.insert(LinkSpec {
+        name: ifname("bgp-nic"),
+        kind: LinkKind::Ifb,
+        master: None,
+        mac: None,
+        up: true,
+    });
+    d.ownership.address_devices.insert(ifname("bgp-nic"));
+    // The device first, on a whole session: the cut one is all addresses.
+    assert_clean(&ns.reconciler().reconcile(&d).await.unwrap(), "the device");
+    for i in 0..N {
+        d.addresses.insert(AddressSpec {
+            dev: ifname("bgp-nic"),
+            addr: net(&format!("172.25.{}.{}/32", i / 250, 1 + i % 250)),
+        });
+    }
+    let present = || {
+        ns.ip(&["-4", "-o", "addr", "show", "dev", "bgp-nic"])
+            .lines()
+            .filter(|l| l.contains(" 172.25."))
+            .count()
+    };
+
+    let mut with_progress = None;
+    for buffer in [
+        1,
+        32 << 10,
+        64 << 10,
+        96 << 10,
+        128 << 10,
+        160 << 10,
+        192 << 10,
+        256 << 10,
+    ] {
+        ns.ip(&["-4", "addr", "flush", "dev", "bgp-nic"]);
+        let cut = ns.reconciler().with_receive_buffer(buffer);
+        let first = cut
+            .reconcile(&d)
+            .await
+            .expect("a partial report, not an error");
+        let ended = first
+            .errors
+            .iter()
+            .any(|e| e.class == "kernel" && e.object == "netlink reconcile");
+        let reported = first.added.get("addresses").copied().unwrap_or(0);
+        let there = present();
+        println!(
+            "receive buffer {buffer}: session ended {ended}, {reported} addresses reported as added, {there} there"
+        );
+        if !ended {
+            assert_clean(&first, "a session that did not end");
+            assert_eq!((reported, there), (N, N));
+            continue;
+        }
+        assert!(reported < N, "the session ended before the last address");
+        assert!(
+            there >= reported,
+            "every address reported as added is there ({reported} reported, {there} there)"
+        );
+        let second = ns.reconciler().reconcile(&d).await.unwrap();
+        assert_clean(&second, "the next reconcile");
+        assert_eq!(
+            second.added.get("addresses").copied().unwrap_or(0),
+            N - there,
+            "only the addresses missing are added (and counted)"
+        );
+        assert_eq!(present(), N);
+        if reported > 0 {
+            with_progress = Some(buffer);
+            break;
+        }
+    }
+    assert!(
+        with_progress.is_some(),
+        "no buffer size ended the session after some batches were acknowledged"
+    );
+}

@@ -129,12 +129,23 @@ impl NetlinkConn {
     /// Open the socket inside the worker's namespace and start the connection task on the
     /// current runtime.
     pub async fn open(worker: &NetnsWorker, timeout: Duration) -> Result<Self, NetlinkError> {
+        Self::open_with_buffer(worker, timeout, RCVBUF).await
+    }
+
+    /// [`Self::open`] with a receive buffer of `rcvbuf` bytes (the kernel's minimum when
+    /// smaller): a tiny one makes the kernel drop acks, the way to test a session that ends
+    /// midway on a real kernel.
+    pub(crate) async fn open_with_buffer(
+        worker: &NetnsWorker,
+        timeout: Duration,
+        rcvbuf: libc::c_int,
+    ) -> Result<Self, NetlinkError> {
         let netns = worker.target().describe();
         let (socket, port) = worker
-            .run(|| -> std::io::Result<(Socket, u32)> {
+            .run(move || -> std::io::Result<(Socket, u32)> {
                 let mut sock = Socket::new(NETLINK_ROUTE)?;
                 let port = sock.bind_auto()?.port_number();
-                set_rcvbuf_force(&sock, RCVBUF)?;
+                set_rcvbuf_force(&sock, rcvbuf)?;
                 // Short acks: a failed request does not echo the whole message back.
                 sock.set_cap_ack(true)?;
                 // EXT_ACK stays off: netlink-packet-core does not decode its TLVs.

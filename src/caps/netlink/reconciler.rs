@@ -228,6 +228,8 @@ pub struct NetlinkReconciler {
     /// The base of the next delta: what the last reconcile through the mirror applied.
     last: Mutex<Option<Last>>,
     deltas: std::sync::atomic::AtomicU64,
+    /// The request socket's receive buffer, when not the default (tests).
+    receive_buffer: Option<libc::c_int>,
 }
 
 /// See `NetlinkReconciler::seen`.
@@ -261,7 +263,16 @@ impl NetlinkReconciler {
             seen: watch::channel(Seen::default()).0,
             last: Mutex::new(None),
             deltas: std::sync::atomic::AtomicU64::new(0),
+            receive_buffer: None,
         }
+    }
+
+    /// Open the request socket with a receive buffer of `bytes`: a tiny one makes the kernel
+    /// drop acknowledgements, so that a session ends in the middle of a reconcile (tests).
+    #[doc(hidden)]
+    pub fn with_receive_buffer(mut self, bytes: usize) -> Self {
+        self.receive_buffer = Some(libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX));
+        self
     }
 
     /// Read the kernel by dumps on every reconcile, without a mirror (the way to compare the
@@ -422,7 +433,12 @@ impl NetlinkReconciler {
         let worker = tokio::task::spawn_blocking(move || NetnsWorker::spawn(target))
             .await
             .map_err(|e| NetlinkError::WorkerGone(e.to_string()))??;
-        let conn = NetlinkConn::open(&worker, self.request_timeout).await?;
+        let conn = match self.receive_buffer {
+            Some(bytes) => {
+                NetlinkConn::open_with_buffer(&worker, self.request_timeout, bytes).await?
+            }
+            None => NetlinkConn::open(&worker, self.request_timeout).await?,
+        };
         let s = Arc::new(Session { worker, conn });
         *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.clone());
         Ok(s)
