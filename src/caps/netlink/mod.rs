@@ -9,6 +9,7 @@
 //!   `neighbours`, `sysctl`) turning dumps into comparable values and specs into requests.
 
 pub(crate) mod addresses;
+mod changes;
 pub mod conn;
 mod error;
 pub(crate) mod kinds;

@@ -21,6 +21,7 @@ use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::RouteProtocol;
 use tokio::sync::watch;
 
+use super::changes::Changes;
 use super::conn::{NetlinkConn, REQUEST_TIMEOUT, Request};
 use super::mirror::{Dirty, Interest, KERNEL_STATS, KernelMirror, MirrorOptions, MirrorStatus};
 use super::netns::{NetnsTarget, NetnsWorker};
@@ -239,6 +240,13 @@ struct Seen {
     mirror: usize,
     foreign: u64,
     syncs: u64,
+}
+
+/// A desired state screened, with what differs from the base it was screened against.
+struct Checked<'a> {
+    screened: &'a validate::Screened<'a>,
+    /// The base and the changes from it (`None`: screened in full).
+    known: Option<(&'a Arc<DesiredSystem>, &'a Changes<'a>)>,
 }
 
 /// A desired state applied without error through one mirror, up to its sync `syncs`.
@@ -506,13 +514,19 @@ impl NetlinkReconciler {
         desired: &Arc<DesiredSystem>,
     ) -> Result<ChangeReport, NetlinkError> {
         let mut report = ChangeReport::default();
-        // After a state applied cleanly, only what this one adds needs checking.
-        let by_delta = {
-            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            last.as_ref()
-                .filter(|l| same_structure(&l.desired, desired))
-                .and_then(|l| validate::screen_delta(&l.desired, desired))
-        };
+        // After a state applied cleanly, only what this one adds needs checking; what differs
+        // is found once, for the screening and for the delta.
+        let base: Option<Arc<DesiredSystem>> = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|l| same_structure(&l.desired, desired))
+            .map(|l| l.desired.clone());
+        let changes = base.as_deref().map(|old| Changes::between(old, desired));
+        let by_delta = changes
+            .as_ref()
+            .and_then(|c| validate::screen_delta(c, desired));
         let screened = by_delta.unwrap_or_else(|| validate::screen(desired));
         for d in &screened.dropped {
             report.error(
@@ -524,8 +538,12 @@ impl NetlinkReconciler {
         let s = self.session().await?;
         if let Some(m) = self.mirror().await {
             let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let checked = Checked {
+                screened: &screened,
+                known: base.as_ref().zip(changes.as_ref()),
+            };
             let r = self
-                .reconcile_mirrored(&s, &m, desired, &screened, last, &mut report)
+                .reconcile_mirrored(&s, &m, desired, checked, last, &mut report)
                 .await;
             match r {
                 Ok(()) => return Ok(report),
@@ -570,10 +588,11 @@ impl NetlinkReconciler {
         s: &Session,
         m: &Arc<KernelMirror>,
         desired: &Arc<DesiredSystem>,
-        screened: &validate::Screened<'_>,
+        checked: Checked<'_>,
         last: Option<Last>,
         report: &mut ChangeReport,
     ) -> Result<(), NetlinkError> {
+        let Checked { screened, known } = checked;
         let view = View::Mirror(m, self.request_timeout);
         let resync = self.resync_next.swap(false, Ordering::Relaxed);
         let full = self.full_next.swap(false, Ordering::Relaxed) || resync;
@@ -597,7 +616,16 @@ impl NetlinkReconciler {
         let errors_before = report.errors.len();
         match &delta {
             Some(last) => {
-                apply_delta(s, view, m, &last.desired, desired, &table, report).await?;
+                // The changes found for the screening, when they are from this base.
+                let fresh;
+                let changes = match known {
+                    Some((base, changes)) if Arc::ptr_eq(base, &last.desired) => changes,
+                    _ => {
+                        fresh = Changes::between(&last.desired, desired);
+                        &fresh
+                    }
+                };
+                apply_delta(s, view, m, changes, desired, &table, report).await?;
                 self.deltas.fetch_add(1, Ordering::Relaxed);
                 KERNEL_STATS.deltas.fetch_add(1, Ordering::Relaxed);
             }
@@ -777,7 +805,7 @@ async fn apply_delta(
     s: &Session,
     view: View<'_>,
     m: &KernelMirror,
-    old: &DesiredSystem,
+    changes: &Changes<'_>,
     new: &DesiredSystem,
     table: &LinkTable,
     report: &mut ChangeReport,
@@ -811,12 +839,7 @@ async fn apply_delta(
         &mut removes,
         report,
     );
-    if std::ptr::eq(old, new) {
-        adds.apply(&s.conn, report).await?;
-        return removes.apply(&s.conn, report).await;
-    }
-
-    for a in new.addresses.difference(&old.addresses) {
+    for a in &changes.addresses.added {
         match table.index(&a.dev) {
             Some(i) => adds.push(
                 class::ADDRESSES,
@@ -831,7 +854,7 @@ async fn apply_delta(
         }
     }
     // Those on a device that is gone went with it.
-    for a in old.addresses.difference(&new.addresses) {
+    for a in &changes.addresses.removed {
         if let Some(i) = table.index(&a.dev) {
             removes.push(
                 class::ADDRESSES,
@@ -841,14 +864,14 @@ async fn apply_delta(
         }
     }
 
-    for r in new.rules.difference(&old.rules) {
+    for r in &changes.rules.added {
         adds.push(class::RULES, Op::Add, rules::add_request(r));
     }
-    for r in old.rules.difference(&new.rules) {
+    for r in &changes.rules.removed {
         removes.push(class::RULES, Op::Remove, rules::delete_spec_request(r));
     }
 
-    let mut added: Vec<&RouteSpec> = new.routes.difference(&old.routes).collect();
+    let mut added: Vec<&RouteSpec> = changes.routes.added.clone();
     // Device routes first: a gateway must be reachable when its route is added.
     added.sort_by_key(|r| r.via.is_some());
     let mut replaced: HashSet<routes::RouteIdentity> = HashSet::default();
@@ -900,7 +923,7 @@ async fn apply_delta(
             adds.push(class::ROUTES, op, routes::add_request(spec, oif));
         }
     });
-    for spec in old.routes.difference(&new.routes) {
+    for spec in &changes.routes.removed {
         let oif = match &spec.dev {
             Some(d) => match table.index(d) {
                 Some(i) => Some(i),
@@ -919,17 +942,19 @@ async fn apply_delta(
         );
     }
 
-    let changed: HashSet<(&InterfaceName, IpAddr)> = new
+    let changed: HashSet<(&InterfaceName, IpAddr)> = changes
         .neighbours
-        .difference(&old.neighbours)
+        .added
+        .iter()
         .map(|n| (&n.dev, n.ip))
         .collect();
-    let had: HashSet<(&InterfaceName, IpAddr)> = old
+    let had: HashSet<(&InterfaceName, IpAddr)> = changes
         .neighbours
-        .difference(&new.neighbours)
+        .removed
+        .iter()
         .map(|n| (&n.dev, n.ip))
         .collect();
-    for n in new.neighbours.difference(&old.neighbours) {
+    for n in &changes.neighbours.added {
         match table.index(&n.dev) {
             Some(i) => {
                 let op = if had.contains(&(&n.dev, n.ip)) {
@@ -950,7 +975,7 @@ async fn apply_delta(
             ),
         }
     }
-    for n in old.neighbours.difference(&new.neighbours) {
+    for n in &changes.neighbours.removed {
         if changed.contains(&(&n.dev, n.ip)) {
             continue;
         }

@@ -22,6 +22,7 @@ use crate::system::{
     RuleSpec,
 };
 
+use super::changes::Changes;
 use super::reconciler::class;
 use super::routes::{self, RouteIdentity};
 use super::sysctl;
@@ -156,7 +157,7 @@ pub(crate) fn screen(desired: &DesiredSystem) -> Screened<'_> {
     s.finish(desired)
 }
 
-/// [`screen`] of `new`, checking only what it adds to `old`, when `old` was screened without
+/// [`screen`] of `new`, checking only what it adds to `old` (`changes`), when `old` was screened without
 /// dropping anything and has the same links, sysctls, ownership and local-route suppressions
 /// (the caller checks that). A conflict in `new` involves at least one object `old` did not
 /// have (`old` had none), so checking each added object alone and against the objects of
@@ -164,28 +165,33 @@ pub(crate) fn screen(desired: &DesiredSystem) -> Screened<'_> {
 /// `None` when an added object would be dropped: the caller screens `new` in full, for the
 /// report of every side.
 pub(crate) fn screen_delta<'d>(
-    old: &DesiredSystem,
+    changes: &Changes<'_>,
     new: &'d DesiredSystem,
 ) -> Option<Screened<'d>> {
-    let clean = new
+    let clean = changes
         .addresses
-        .difference(&old.addresses)
+        .added
+        .iter()
         .all(|a| !bad_host_ip(a.addr.addr()))
-        && new
+        && changes
             .rules
-            .difference(&old.rules)
+            .added
+            .iter()
             .all(|r| !is_reserved_table(r.table) && r.priority != 0)
-        && new
+        && changes
             .routes
-            .difference(&old.routes)
+            .added
+            .iter()
             .all(|r| route_problem(r).is_none() && !shares_identity(&new.routes, r))
-        && new
+        && changes
             .neighbours
-            .difference(&old.neighbours)
+            .added
+            .iter()
             .all(|n| !bad_host_ip(n.ip) && !shares_key(&new.neighbours, n))
-        && new
+        && changes
             .proxy_neighbours
-            .difference(&old.proxy_neighbours)
+            .added
+            .iter()
             .all(|n| !bad_host_ip(n.ip));
     clean.then(|| Screened {
         desired: Cow::Borrowed(new),
@@ -571,7 +577,7 @@ mod tests {
                 }
             }
             let full = screen(&new);
-            match screen_delta(&old, &new) {
+            match screen_delta(&Changes::between(&old, &new), &new) {
                 Some(delta) => {
                     proptest::prop_assert!(full.dropped.is_empty(), "missed: {:?}", full.dropped);
                     proptest::prop_assert!(matches!(delta.desired, Cow::Borrowed(_)));
