@@ -296,7 +296,9 @@ pub struct ExposureScope {
     /// EVPN parameters; `None` for the global scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evpn: Option<EvpnParams>,
-    pub ips: BTreeMap<IpAddr, ExposedIp>,
+    /// Shared (`Arc`): the drivers' caches and the backend's last rendering hold the same
+    /// exposures, and laying 30k of them out copies pointers, not 136-byte values.
+    pub ips: BTreeMap<IpAddr, Arc<ExposedIp>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub routes: BTreeMap<IpNet, ExposedRoute>,
     pub subnets: BTreeSet<ExposedSubnet>,
@@ -304,13 +306,14 @@ pub struct ExposureScope {
     /// so that the policy stage can resolve and report the conflicts that matter (a tenant IP
     /// equal to a floating IP); not part of what is exposed.
     #[serde(skip)]
-    pub shadowed: Vec<ExposedIp>,
+    pub shadowed: Vec<Arc<ExposedIp>>,
 }
 
 impl ExposureScope {
     /// Add an IP; the first producer of an IP wins, so a gateway port is not downgraded by a later
     /// tenant-port pass over the same address.
-    pub fn expose_ip(&mut self, exposed: ExposedIp) {
+    pub fn expose_ip(&mut self, exposed: impl Into<Arc<ExposedIp>>) {
+        let exposed = exposed.into();
         match self.ips.get(&exposed.ip) {
             None => {
                 self.ips.insert(exposed.ip, exposed);
@@ -461,7 +464,7 @@ impl ExposureSet {
     }
 
     /// Add an IP to the global scope (see [`ExposureScope::expose_ip`]).
-    pub fn expose_ip(&mut self, exposed: ExposedIp) {
+    pub fn expose_ip(&mut self, exposed: impl Into<Arc<ExposedIp>>) {
         self.global_mut().expose_ip(exposed);
     }
 
@@ -469,7 +472,7 @@ impl ExposureSet {
     pub fn all_ips(&self) -> impl Iterator<Item = (ScopeId, &ExposedIp)> {
         self.scopes
             .iter()
-            .flat_map(|(id, s)| s.ips.values().map(move |ip| (*id, ip)))
+            .flat_map(|(id, s)| s.ips.values().map(move |ip| (*id, ip.as_ref())))
     }
 
     /// Record a row that could not be used; the same problem found through two paths (e.g. a
@@ -488,15 +491,15 @@ impl ExposureSet {
 /// scope's map is built at once from copies of the winners. The result is what
 /// [`ExposureScope::expose_ip`] one by one gives (the first producer of an IP wins, a later
 /// different producer is shadowed, in the order produced), without one tree insertion per IP
-/// and without moving each exposure more than once: on a gateway exposing 30k IPs the drivers
+/// and without copying an exposure (a winner's `Arc` is cloned): on a gateway exposing 30k IPs the drivers
 /// lay their cached results out on every event (issue 17).
 #[derive(Debug, Default)]
 pub struct BulkIps<'a> {
-    pending: Vec<(ScopeId, &'a ExposedIp)>,
+    pending: Vec<(ScopeId, &'a Arc<ExposedIp>)>,
 }
 
 impl<'a> BulkIps<'a> {
-    pub fn push(&mut self, scope: ScopeId, exposed: &'a ExposedIp) {
+    pub fn push(&mut self, scope: ScopeId, exposed: &'a Arc<ExposedIp>) {
         self.pending.push((scope, exposed));
     }
 
@@ -526,7 +529,7 @@ impl<'a> BulkIps<'a> {
             let scope = keys[start].0;
             // The scope's groups of producers, one per IP: the first wins.
             let end = start + keys[start..].partition_point(|k| k.0 == scope);
-            let mut winners: Vec<(IpAddr, ExposedIp)> = Vec::new();
+            let mut winners: Vec<(IpAddr, Arc<ExposedIp>)> = Vec::new();
             let mut group = start;
             while group < end {
                 let winner = pending[keys[group].2].1;
@@ -590,7 +593,13 @@ mod tests {
                 one_by_one.scope_mut(scope).expose_ip(e.clone());
                 bulk.scope_mut(scope).expose_ip(e);
             }
-            let produced: Vec<(ScopeId, ExposedIp)> = produced.into_iter().map(make).collect();
+            let produced: Vec<(ScopeId, Arc<ExposedIp>)> = produced
+                .into_iter()
+                .map(|b| {
+                    let (scope, e) = make(b);
+                    (scope, Arc::new(e))
+                })
+                .collect();
             let mut ips = BulkIps::default();
             for (scope, e) in &produced {
                 one_by_one.scope_mut(*scope).expose_ip(e.clone());

@@ -261,7 +261,7 @@ async fn until_driver(driver: &mut NbBgpDriver, what: &str, done: impl Fn(&NbBgp
 }
 
 fn exposed<'a>(set: &'a ExposureSet, address: &str) -> Option<&'a ExposedIp> {
-    set.global().ips.get(&ip(address))
+    set.global().ips.get(&ip(address)).map(|e| e.as_ref())
 }
 
 fn lladdr(set: &ExposureSet, address: &str) -> Option<String> {

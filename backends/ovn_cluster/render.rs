@@ -640,7 +640,7 @@ impl Renderer<'_> {
             }
             target.ips.insert(
                 exposed.ip,
-                ExposedIp::announced(exposed.ip, exposed.kind, exposed.source.clone()),
+                ExposedIp::announced(exposed.ip, exposed.kind, exposed.source.clone()).into(),
             );
             match (exposed.lladdr, internal) {
                 (Some(mac), true) => {
@@ -737,10 +737,10 @@ mod tests {
         vm.lladdr = Some("fa:16:3e:00:00:10".parse().unwrap());
         let tenant: IpAddr = "10.0.0.5".parse().unwrap();
         let global = set.scopes.entry(ScopeId::Global).or_default();
-        global.ips.insert(ip, vm);
+        global.ips.insert(ip, vm.into());
         global.ips.insert(
             tenant,
-            ExposedIp::announced(tenant, ExposureKind::TenantPort, "tenant-vm"),
+            ExposedIp::announced(tenant, ExposureKind::TenantPort, "tenant-vm").into(),
         );
         global.subnets.insert(ExposedSubnet {
             router_ip: "10.0.0.1/24".parse().unwrap(),

@@ -86,7 +86,7 @@ fn apply(set: &mut ExposureSet, facts: &mut Facts, s: &Step) {
             if b[1] & 16 != 0 && b[5].is_multiple_of(4) {
                 exposed.via = Some("192.0.2.1".parse().unwrap());
             }
-            global.ips.insert(addr, exposed);
+            global.ips.insert(addr, exposed.into());
         }
         4 | 5 => {
             global.ips.remove(&ip(b[0]));
@@ -188,7 +188,7 @@ fn apply(set: &mut ExposureSet, facts: &mut Facts, s: &Step) {
                 let addr = ip(b[2]);
                 scope.ips.insert(
                     addr,
-                    ExposedIp::announced(addr, ExposureKind::TenantPort, "evpn-port"),
+                    ExposedIp::announced(addr, ExposureKind::TenantPort, "evpn-port").into(),
                 );
             } else {
                 scope.ips.clear();
@@ -273,7 +273,7 @@ fn one_more_ip_renders_one_exposure() {
     let mut moved = fip(7);
     moved.lladdr = Some("fa:16:3e:00:00:02".parse().unwrap());
     let global = set.scopes.get_mut(&ScopeId::Global).unwrap();
-    global.ips.insert(moved.ip, moved);
+    global.ips.insert(moved.ip, moved.into());
     let got = incremental.render(&settings, &facts, &Arc::new(set.clone()));
     assert_eq!(incremental.stats().exposures_rendered, 2);
     assert!(!incremental.stats().full);

@@ -140,7 +140,7 @@ struct LocalGateway {
 #[derive(Debug, Clone)]
 enum Op {
     Skip(&'static str, String, String),
-    Ip(ScopeId, ExposedIp),
+    Ip(ScopeId, std::sync::Arc<ExposedIp>),
     Subnet(ScopeId, ExposedSubnet),
     Route(ScopeId, ExposedRoute),
 }
@@ -586,7 +586,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn expose(&mut self, scope: ScopeId, ip: ExposedIp) {
-        self.ops.push(Op::Ip(scope, ip));
+        self.ops.push(Op::Ip(scope, ip.into()));
     }
 
     fn expose_subnet(&mut self, scope: ScopeId, subnet: ExposedSubnet) {

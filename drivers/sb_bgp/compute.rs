@@ -51,7 +51,7 @@ pub fn compute(model: &SbModel, local: &LocalChassis, tenant: &TenantOptions) ->
 /// What one root produced, in order.
 #[derive(Debug, Clone)]
 enum Produced {
-    Ip(ExposedIp),
+    Ip(std::sync::Arc<ExposedIp>),
     Subnet(ExposedSubnet),
     /// A skipped row: (row, reason) of [`TABLE`].
     Skip(String, String),
@@ -196,7 +196,7 @@ impl<'a> Root<'a> {
     }
 
     fn expose_ip(&mut self, ip: ExposedIp) {
-        self.produced.push(Produced::Ip(ip));
+        self.produced.push(Produced::Ip(ip.into()));
     }
 
     fn skip(&mut self, port: &PortBinding, reason: impl Into<String>) {
