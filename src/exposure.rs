@@ -488,11 +488,11 @@ impl ExposureSet {
 }
 
 /// IPs laid out in bulk: collected (borrowed) in the order they are produced, then each
-/// scope's map is built at once from copies of the winners. The result is what
+/// scope's map is built at once from the winners' `Arc`s. The result is what
 /// [`ExposureScope::expose_ip`] one by one gives (the first producer of an IP wins, a later
 /// different producer is shadowed, in the order produced), without one tree insertion per IP
-/// and without copying an exposure (a winner's `Arc` is cloned): on a gateway exposing 30k IPs the drivers
-/// lay their cached results out on every event (issue 17).
+/// and without copying an exposure: on a gateway exposing 30k IPs the drivers lay their cached
+/// results out on every event (issue 17).
 #[derive(Debug, Default)]
 pub struct BulkIps<'a> {
     pending: Vec<(ScopeId, &'a Arc<ExposedIp>)>,

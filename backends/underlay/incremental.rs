@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use crate::exposure::{ExposedSubnet, ExposureSet};
+use crate::exposure::{ExposedIp, ExposedRoute, ExposedSubnet, ExposureSet};
+use crate::merge::{Side, differences, keyed};
 use crate::plugin::Rendered;
 use crate::system::DesiredSystem;
 
@@ -56,6 +57,37 @@ enum ItemKey {
     Subnet(ExposedSubnet),
 }
 
+/// One exposure of the global scope, under its key there.
+#[derive(Clone, Copy)]
+enum Item<'a> {
+    Ip(&'a IpAddr, &'a ExposedIp),
+    Route(&'a IpNet, &'a ExposedRoute),
+    Subnet(&'a ExposedSubnet),
+}
+
+impl Item<'_> {
+    fn key(self) -> ItemKey {
+        match self {
+            Item::Ip(ip, _) => ItemKey::Ip(*ip),
+            Item::Route(prefix, _) => ItemKey::Route(*prefix),
+            Item::Subnet(subnet) => ItemKey::Subnet(subnet.clone()),
+        }
+    }
+
+    /// Its objects and skips, as a full render makes them.
+    fn render(self, settings: &UnderlaySettings, context: &ItemContext) -> Recorded {
+        let mut r = Recorded::default();
+        match self {
+            Item::Ip(_, exposed) => render_ip(settings, &context.tables, exposed, &mut r),
+            Item::Route(_, route) => {
+                render_route(settings, context.redistributes_kernel, route, &mut r)
+            }
+            Item::Subnet(subnet) => render_subnet(settings, &context.tables, subnet, &mut r),
+        }
+        r
+    }
+}
+
 /// The last render and what it came from.
 struct State {
     base: Rendered,
@@ -69,41 +101,46 @@ struct State {
 }
 
 impl State {
-    fn add(&mut self, key: ItemKey, recorded: Recorded) {
-        for object in recorded.objects {
-            if let Err(object) = insert(&mut self.system, object) {
-                *self.extra.entry(object).or_insert(0) += 1;
+    /// One more producer of `object`.
+    fn count_in(&mut self, object: Object) {
+        // A copy is kept to count a second producer: objects are small and own no heap memory
+        // (interface names are inline).
+        let copy = object.clone();
+        if !object.insert_into(&mut self.system) {
+            *self.extra.entry(copy).or_insert(0) += 1;
+        }
+    }
+
+    /// One producer less of `object`: it leaves with its last one.
+    fn count_out(&mut self, object: Object) {
+        match self.extra.get_mut(&object) {
+            Some(1) => {
+                self.extra.remove(&object);
             }
+            Some(n) => *n -= 1,
+            None => {
+                object.remove_from(&mut self.system);
+            }
+        }
+    }
+
+    fn put_in(&mut self, settings: &UnderlaySettings, item: Item<'_>) {
+        let recorded = item.render(settings, &self.context);
+        for object in recorded.objects {
+            self.count_in(object);
         }
         if !recorded.skips.is_empty() {
-            self.skips.insert(key, recorded.skips);
+            self.skips.insert(item.key(), recorded.skips);
         }
     }
 
-    fn take_out(&mut self, key: &ItemKey, recorded: Recorded) {
-        for object in recorded.objects {
-            match self.extra.get_mut(&object) {
-                Some(1) => {
-                    self.extra.remove(&object);
-                }
-                Some(n) => *n -= 1,
-                None => {
-                    object.remove_from(&mut self.system);
-                }
-            }
+    /// Take out what `item` put in: rendered again, the same objects (the rendering is pure
+    /// and its context unchanged).
+    fn take_out(&mut self, settings: &UnderlaySettings, item: Item<'_>) {
+        for object in item.render(settings, &self.context).objects {
+            self.count_out(object);
         }
-        self.skips.remove(key);
-    }
-}
-
-/// Insert `object`, or give it back when it is there already.
-fn insert(system: &mut DesiredSystem, object: Object) -> Result<(), Object> {
-    // Rendered objects are small; cloning one to count a second producer is rare.
-    let copy = object.clone();
-    if object.insert_into(system) {
-        Ok(())
-    } else {
-        Err(copy)
+        self.skips.remove(&item.key());
     }
 }
 
@@ -133,25 +170,24 @@ impl IncrementalRender {
     ) -> Rendered {
         let base = render_base(settings, facts, exposures);
         let context = ItemContext::of(facts, exposures);
-        let reusable = self
-            .state
-            .as_ref()
-            .is_some_and(|s| s.base == base && s.context == context);
-        if reusable {
-            let state = self.state.as_mut().expect("checked above");
-            let rendered = update(state, settings, exposures);
-            state.exposures = exposures.clone();
-            self.last = RenderStats {
-                full: false,
-                exposures_rendered: rendered,
-            };
-        } else {
-            self.state = Some(from_scratch(settings, base, context, exposures));
-            let global = exposures.global();
-            self.last = RenderStats {
-                full: true,
-                exposures_rendered: global.ips.len() + global.routes.len() + global.subnets.len(),
-            };
+        match self.state.as_mut() {
+            Some(state) if state.base == base && state.context == context => {
+                let rendered = update(state, settings, exposures);
+                self.last = RenderStats {
+                    full: false,
+                    exposures_rendered: rendered,
+                };
+            }
+            _ => {
+                let global = exposures.global();
+                self.last = RenderStats {
+                    full: true,
+                    exposures_rendered: global.ips.len()
+                        + global.routes.len()
+                        + global.subnets.len(),
+                };
+                self.state = Some(from_scratch(settings, base, context, exposures));
+            }
         }
         let state = self.state.as_ref().expect("set above");
         let mut out = Rendered {
@@ -173,165 +209,94 @@ impl IncrementalRender {
     }
 }
 
+/// Every exposure of the global scope, in a full render's order.
+fn items(exposures: &ExposureSet) -> impl Iterator<Item = Item<'_>> {
+    let global = exposures.global();
+    let ips = global.ips.iter().map(|(ip, e)| Item::Ip(ip, e));
+    let routes = global.routes.iter().map(|(p, r)| Item::Route(p, r));
+    ips.chain(routes)
+        .chain(global.subnets.iter().map(Item::Subnet))
+}
+
 fn from_scratch(
     settings: &UnderlaySettings,
     base: Rendered,
     context: ItemContext,
     exposures: &Arc<ExposureSet>,
 ) -> State {
+    // The base's links, sysctls, flows and ownership as they are; its objects are counted like
+    // an exposure's, as an exposure may render one of them.
+    let mut objects = Vec::new();
+    let b = &base.system;
+    objects.extend(b.addresses.iter().cloned().map(Object::Address));
+    objects.extend(b.rules.iter().cloned().map(Object::Rule));
+    objects.extend(b.routes.iter().cloned().map(Object::Route));
+    objects.extend(b.neighbours.iter().cloned().map(Object::Neighbour));
+    objects.extend(
+        b.proxy_neighbours
+            .iter()
+            .cloned()
+            .map(Object::ProxyNeighbour),
+    );
+    let system = DesiredSystem {
+        addresses: Default::default(),
+        rules: Default::default(),
+        routes: Default::default(),
+        neighbours: Default::default(),
+        proxy_neighbours: Default::default(),
+        ..b.clone()
+    };
     let mut state = State {
-        system: DesiredSystem::default(),
+        system,
         base,
         context,
         exposures: exposures.clone(),
         extra: BTreeMap::new(),
         skips: BTreeMap::new(),
     };
-    // The base's objects are counted like an exposure's: an exposure may render one of them.
-    let base = &state.base.system;
-    state.system = DesiredSystem {
-        addresses: Default::default(),
-        rules: Default::default(),
-        routes: Default::default(),
-        neighbours: Default::default(),
-        proxy_neighbours: Default::default(),
-        ..base.clone()
-    };
-    let mut objects = Vec::new();
-    objects.extend(base.addresses.iter().cloned().map(Object::Address));
-    objects.extend(base.rules.iter().cloned().map(Object::Rule));
-    objects.extend(base.routes.iter().cloned().map(Object::Route));
-    objects.extend(base.neighbours.iter().cloned().map(Object::Neighbour));
-    objects.extend(
-        base.proxy_neighbours
-            .iter()
-            .cloned()
-            .map(Object::ProxyNeighbour),
-    );
     for object in objects {
-        if let Err(object) = insert(&mut state.system, object) {
-            *state.extra.entry(object).or_insert(0) += 1;
-        }
+        state.count_in(object);
     }
-    let global = exposures.global();
-    for exposed in global.ips.values() {
-        let mut r = Recorded::default();
-        render_ip(settings, &state.context.tables, exposed, &mut r);
-        state.add(ItemKey::Ip(exposed.ip), r);
-    }
-    for route in global.routes.values() {
-        let mut r = Recorded::default();
-        render_route(settings, state.context.redistributes_kernel, route, &mut r);
-        state.add(ItemKey::Route(route.prefix), r);
-    }
-    for subnet in &global.subnets {
-        let mut r = Recorded::default();
-        render_subnet(settings, &state.context.tables, subnet, &mut r);
-        state.add(ItemKey::Subnet(subnet.clone()), r);
+    for item in items(exposures) {
+        state.put_in(settings, item);
     }
     state
-}
-
-/// One side of a merge of two ordered collections.
-enum Side<'a, K, V> {
-    Old(&'a K, &'a V),
-    New(&'a K, &'a V),
-}
-
-/// The entries that differ between two maps ordered by key: removed or changed ones as `Old`,
-/// added or changed ones as `New`. Equal entries cost one comparison.
-fn differences<'a, K: Ord + 'a, V: PartialEq + 'a>(
-    old: impl IntoIterator<Item = (&'a K, &'a V)>,
-    new: impl IntoIterator<Item = (&'a K, &'a V)>,
-) -> Vec<Side<'a, K, V>> {
-    let mut out = Vec::new();
-    let (mut old, mut new) = (old.into_iter().peekable(), new.into_iter().peekable());
-    loop {
-        match (old.peek(), new.peek()) {
-            (None, None) => return out,
-            (Some(&(k, v)), None) => {
-                out.push(Side::Old(k, v));
-                old.next();
-            }
-            (None, Some(&(k, v))) => {
-                out.push(Side::New(k, v));
-                new.next();
-            }
-            (Some(&(ko, vo)), Some(&(kn, vn))) => match ko.cmp(kn) {
-                std::cmp::Ordering::Less => {
-                    out.push(Side::Old(ko, vo));
-                    old.next();
-                }
-                std::cmp::Ordering::Greater => {
-                    out.push(Side::New(kn, vn));
-                    new.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    if vo != vn {
-                        out.push(Side::Old(ko, vo));
-                        out.push(Side::New(kn, vn));
-                    }
-                    old.next();
-                    new.next();
-                }
-            },
-        }
-    }
 }
 
 /// Apply what differs between the exposures `state` was rendered from and `exposures`;
 /// returns how many exposures were rendered.
 fn update(state: &mut State, settings: &UnderlaySettings, exposures: &Arc<ExposureSet>) -> usize {
-    let last = state.exposures.clone();
+    let last = std::mem::replace(&mut state.exposures, exposures.clone());
     if Arc::ptr_eq(&last, exposures) {
         return 0;
     }
     let (old, new) = (last.global(), exposures.global());
+    // Each class merged by its key; an item is compared through its value (`Arc`s of unchanged
+    // IPs are the same allocation: compared by pointer).
+    let ips = differences(&old.ips, &new.ips);
+    let routes = differences(&old.routes, &new.routes);
+    let subnets = differences(old.subnets.iter().map(keyed), new.subnets.iter().map(keyed));
+    let sides = ips
+        .into_iter()
+        .map(|side| match side {
+            Side::Old(ip, e) => (false, Item::Ip(ip, e)),
+            Side::New(ip, e) => (true, Item::Ip(ip, e)),
+        })
+        .chain(routes.into_iter().map(|side| match side {
+            Side::Old(p, r) => (false, Item::Route(p, r)),
+            Side::New(p, r) => (true, Item::Route(p, r)),
+        }))
+        .chain(subnets.into_iter().map(|side| match side {
+            Side::Old(s, ()) => (false, Item::Subnet(s)),
+            Side::New(s, ()) => (true, Item::Subnet(s)),
+        }));
     let mut rendered = 0;
-    let tables = state.context.tables.clone();
-    for side in differences(&old.ips, &new.ips) {
+    for (added, item) in sides {
         rendered += 1;
-        let mut r = Recorded::default();
-        match side {
-            Side::Old(ip, exposed) => {
-                render_ip(settings, &tables, exposed, &mut r);
-                state.take_out(&ItemKey::Ip(*ip), r);
-            }
-            Side::New(ip, exposed) => {
-                render_ip(settings, &tables, exposed, &mut r);
-                state.add(ItemKey::Ip(*ip), r);
-            }
-        }
-    }
-    let redistributes = state.context.redistributes_kernel;
-    for side in differences(&old.routes, &new.routes) {
-        rendered += 1;
-        let mut r = Recorded::default();
-        match side {
-            Side::Old(prefix, route) => {
-                render_route(settings, redistributes, route, &mut r);
-                state.take_out(&ItemKey::Route(*prefix), r);
-            }
-            Side::New(prefix, route) => {
-                render_route(settings, redistributes, route, &mut r);
-                state.add(ItemKey::Route(*prefix), r);
-            }
-        }
-    }
-    // Subnets are a set: a changed subnet is one removed and one added.
-    let keyed = |s| (s, &());
-    for side in differences(old.subnets.iter().map(keyed), new.subnets.iter().map(keyed)) {
-        rendered += 1;
-        let mut r = Recorded::default();
-        match side {
-            Side::Old(subnet, ()) => {
-                render_subnet(settings, &tables, subnet, &mut r);
-                state.take_out(&ItemKey::Subnet(subnet.clone()), r);
-            }
-            Side::New(subnet, ()) => {
-                render_subnet(settings, &tables, subnet, &mut r);
-                state.add(ItemKey::Subnet(subnet.clone()), r);
-            }
+        if added {
+            state.put_in(settings, item);
+        } else {
+            state.take_out(settings, item);
         }
     }
     rendered

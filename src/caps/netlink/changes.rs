@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::merge::{Side, differences, keyed};
 use crate::system::{
     AddressSpec, DesiredSystem, NeighbourSpec, ProxyNeighbourSpec, RouteSpec, RuleSpec,
 };
@@ -26,22 +27,13 @@ impl<T> Default for Sides<'_, T> {
 /// One merge of two ordered sets.
 fn sides<'d, T: Ord>(old: &'d BTreeSet<T>, new: &'d BTreeSet<T>) -> Sides<'d, T> {
     let mut out = Sides::default();
-    let (mut o, mut n) = (old.iter().peekable(), new.iter().peekable());
-    loop {
-        match (o.peek(), n.peek()) {
-            (None, None) => return out,
-            (Some(_), None) => out.removed.extend(o.by_ref()),
-            (None, Some(_)) => out.added.extend(n.by_ref()),
-            (Some(a), Some(b)) => match a.cmp(b) {
-                std::cmp::Ordering::Less => out.removed.extend(o.next()),
-                std::cmp::Ordering::Greater => out.added.extend(n.next()),
-                std::cmp::Ordering::Equal => {
-                    o.next();
-                    n.next();
-                }
-            },
+    for side in differences(old.iter().map(keyed), new.iter().map(keyed)) {
+        match side {
+            Side::Old(element, ()) => out.removed.push(element),
+            Side::New(element, ()) => out.added.push(element),
         }
     }
+    out
 }
 
 /// What differs between an old and a new desired state, for the classes a delta applies.
