@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use netlink_support::{TestNetns, ifname};
+use netlink_support::{TestNetns, ifname, up_link};
 use ovn_bgp_agent::caps::{CapError, Capabilities, FlowReconciler, FrrConfigurator};
 use ovn_bgp_agent::config::AgentConfig;
 use ovn_bgp_agent::system::*;
@@ -22,13 +22,7 @@ fn config_for(ns: &TestNetns) -> AgentConfig {
 
 fn desired() -> DesiredSystem {
     let mut d = DesiredSystem::default();
-    d.links.insert(LinkSpec {
-        name: ifname("bgp-nic"),
-        kind: LinkKind::Ifb,
-        master: None,
-        mac: None,
-        up: true,
-    });
+    d.links.insert(up_link("bgp-nic", LinkKind::Ifb));
     d.addresses.insert(AddressSpec {
         dev: ifname("bgp-nic"),
         addr: "172.24.100.10/32".parse().unwrap(),

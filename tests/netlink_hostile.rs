@@ -4,7 +4,7 @@
 
 mod netlink_support;
 
-use netlink_support::{TestNetns, ifname};
+use netlink_support::{TestNetns, ifname, up_link};
 use ovn_bgp_agent::system::*;
 use ovn_bgp_agent::types::InterfaceName;
 
@@ -43,13 +43,7 @@ async fn an_invalid_object_is_left_out_and_reported_the_rest_applied() {
 
     let valid = {
         let mut d = DesiredSystem::default();
-        d.links.insert(LinkSpec {
-            name: ifname("br-new"),
-            kind: LinkKind::Bridge,
-            master: None,
-            mac: None,
-            up: true,
-        });
+        d.links.insert(up_link("br-new", LinkKind::Bridge));
         d.addresses.insert(AddressSpec {
             dev: ifname("bgp-nic"),
             addr: "192.0.2.1/32".parse().unwrap(),

@@ -11,7 +11,7 @@ mod netlink_support;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use netlink_support::{TestNetns, ifname};
+use netlink_support::{TestNetns, ifname, up_link};
 use ovn_bgp_agent::system::*;
 
 /// A small deterministic generator (xorshift64*): the walk is the same on every run.
@@ -48,13 +48,7 @@ fn net(s: &str) -> ipnet::IpNet {
 fn desired(rng: &mut Walk) -> DesiredSystem {
     let mut d = DesiredSystem::default();
     for (name, kind) in [("bgp-nic", LinkKind::Ifb), ("br-ex", LinkKind::Bridge)] {
-        d.links.insert(LinkSpec {
-            name: ifname(name),
-            kind,
-            master: None,
-            mac: None,
-            up: true,
-        });
+        d.links.insert(up_link(name, kind));
     }
     for i in 1..=24u8 {
         if !rng.coin() {
@@ -299,13 +293,7 @@ async fn a_route_flushed_with_the_last_address_of_its_device_is_put_back() {
     let r = ns.reconciler();
     let dumps = ns.reconciler().without_mirror();
     let mut with_address = DesiredSystem::default();
-    with_address.links.insert(LinkSpec {
-        name: ifname("bgp-nic"),
-        kind: LinkKind::Ifb,
-        master: None,
-        mac: None,
-        up: true,
-    });
+    with_address.links.insert(up_link("bgp-nic", LinkKind::Ifb));
     with_address.ownership.tables.insert(T);
     with_address
         .ownership
@@ -355,13 +343,7 @@ async fn a_session_ended_midway_reports_what_it_applied_and_the_next_counts_only
     const N: usize = 3000;
     let ns = TestNetns::new();
     let mut d = DesiredSystem::default();
-    d.links.insert(LinkSpec {
-        name: ifname("bgp-nic"),
-        kind: LinkKind::Ifb,
-        master: None,
-        mac: None,
-        up: true,
-    });
+    d.links.insert(up_link("bgp-nic", LinkKind::Ifb));
     d.ownership.address_devices.insert(ifname("bgp-nic"));
     // The device first, on a whole session: the cut one is all addresses.
     assert_clean(&ns.reconciler().reconcile(&d).await.unwrap(), "the device");

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use ovn_bgp_agent::caps::netlink::{NetlinkReconciler, NetnsTarget};
+use ovn_bgp_agent::system::{LinkKind, LinkSpec};
 use ovn_bgp_agent::types::InterfaceName;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -77,4 +78,15 @@ impl Drop for TestNetns {
 
 pub(crate) fn ifname(s: &str) -> InterfaceName {
     InterfaceName::new(s).expect("valid test interface name")
+}
+
+/// A link wanted up, with no master and no MAC of its own.
+pub(crate) fn up_link(name: &str, kind: LinkKind) -> LinkSpec {
+    LinkSpec {
+        name: ifname(name),
+        kind,
+        master: None,
+        mac: None,
+        up: true,
+    }
 }
