@@ -284,15 +284,31 @@ pub struct LocalRouteSuppression {
     pub dev: InterfaceName,
 }
 
+/// A class of objects a busy chassis has tens of thousands of: an ordered set whose copies share
+/// their tree (a copy is one pointer; a change copies one path), so the backend hands each
+/// new state on without copying it, and two versions of it are compared by visiting only what
+/// they do not share ([`imbl::OrdSet::diff`]): an event costs what it changed, not what the
+/// chassis exposes (issue 17). Serialized as a sequence, like a `BTreeSet`.
+pub type ObjectSet<T> = imbl::OrdSet<T>;
+
+/// Keep only the elements of `set` that `keep` accepts (a persistent set has no `retain`): the
+/// others are found in one pass and removed one by one (they are few: screened-out objects).
+pub fn retain_objects<T: Ord + Clone>(set: &mut ObjectSet<T>, keep: impl Fn(&T) -> bool) {
+    let gone: Vec<T> = set.iter().filter(|o| !keep(o)).cloned().collect();
+    for o in &gone {
+        set.remove(o);
+    }
+}
+
 /// The complete desired state the backend computed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DesiredSystem {
     pub links: BTreeSet<LinkSpec>,
-    pub addresses: BTreeSet<AddressSpec>,
-    pub rules: BTreeSet<RuleSpec>,
-    pub routes: BTreeSet<RouteSpec>,
-    pub neighbours: BTreeSet<NeighbourSpec>,
-    pub proxy_neighbours: BTreeSet<ProxyNeighbourSpec>,
+    pub addresses: ObjectSet<AddressSpec>,
+    pub rules: ObjectSet<RuleSpec>,
+    pub routes: ObjectSet<RouteSpec>,
+    pub neighbours: ObjectSet<NeighbourSpec>,
+    pub proxy_neighbours: ObjectSet<ProxyNeighbourSpec>,
     /// `net.ipv4.conf.br-ex.proxy_arp` → `1`.
     pub sysctls: BTreeMap<String, String>,
     pub flows: BTreeSet<PortFlowSpec>,

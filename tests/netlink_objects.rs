@@ -308,17 +308,18 @@ async fn objects_created_diffed_cleaned_and_foreign_ones_kept() {
 
     // Changes: the gateway MAC moves, the tenant subnet's gateway changes, the VM goes.
     let mut d2 = desired();
-    d2.addresses.retain(|a| a.addr != net("172.24.100.10/32"));
-    d2.rules
-        .retain(|r| r.selector != RuleSelector::To(net("172.24.100.10/32")));
-    d2.routes.retain(|r| r.dst != net("172.24.100.10/32"));
-    d2.routes.retain(|r| r.dst != net("10.0.0.0/24"));
+    retain_objects(&mut d2.addresses, |a| a.addr != net("172.24.100.10/32"));
+    retain_objects(&mut d2.rules, |r| {
+        r.selector != RuleSelector::To(net("172.24.100.10/32"))
+    });
+    retain_objects(&mut d2.routes, |r| r.dst != net("172.24.100.10/32"));
+    retain_objects(&mut d2.routes, |r| r.dst != net("10.0.0.0/24"));
     d2.routes.insert(RouteSpec {
         via: Some(ip("172.24.100.6")),
         scope_link: false,
         ..dev_route(T, "10.0.0.0/24", "br-ex", false)
     });
-    d2.neighbours.retain(|n| n.ip != ip("172.24.100.5"));
+    retain_objects(&mut d2.neighbours, |n| n.ip != ip("172.24.100.5"));
     d2.neighbours.insert(NeighbourSpec {
         dev: ifname("br-ex"),
         ip: ip("172.24.100.5"),

@@ -151,21 +151,21 @@ impl Object {
     /// Insert into `system`; false when it was there already.
     pub(crate) fn insert_into(self, system: &mut DesiredSystem) -> bool {
         match self {
-            Object::Address(o) => system.addresses.insert(o),
-            Object::Rule(o) => system.rules.insert(o),
-            Object::Route(o) => system.routes.insert(o),
-            Object::Neighbour(o) => system.neighbours.insert(o),
-            Object::ProxyNeighbour(o) => system.proxy_neighbours.insert(o),
+            Object::Address(o) => system.addresses.insert(o).is_none(),
+            Object::Rule(o) => system.rules.insert(o).is_none(),
+            Object::Route(o) => system.routes.insert(o).is_none(),
+            Object::Neighbour(o) => system.neighbours.insert(o).is_none(),
+            Object::ProxyNeighbour(o) => system.proxy_neighbours.insert(o).is_none(),
         }
     }
 
     pub(crate) fn remove_from(&self, system: &mut DesiredSystem) -> bool {
         match self {
-            Object::Address(o) => system.addresses.remove(o),
-            Object::Rule(o) => system.rules.remove(o),
-            Object::Route(o) => system.routes.remove(o),
-            Object::Neighbour(o) => system.neighbours.remove(o),
-            Object::ProxyNeighbour(o) => system.proxy_neighbours.remove(o),
+            Object::Address(o) => system.addresses.remove(o).is_some(),
+            Object::Rule(o) => system.rules.remove(o).is_some(),
+            Object::Route(o) => system.routes.remove(o).is_some(),
+            Object::Neighbour(o) => system.neighbours.remove(o).is_some(),
+            Object::ProxyNeighbour(o) => system.proxy_neighbours.remove(o).is_some(),
         }
     }
 }

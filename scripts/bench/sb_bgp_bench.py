@@ -886,6 +886,7 @@ RECONCILE_METRIC = re.compile(
 STAGE_METRIC = re.compile(
     r'^\w*reconcile_stage_duration_seconds_(sum|count)\{[^}]*stage="([^"]*)"[^}]*\} (\S+)$', re.M)
 STAGES = ("compute", "policy", "render", "apply")
+KERNEL_PLAN_METRIC = re.compile(r'^\w*kernel_reconciles_total\{[^}]*plan="([^"]*)"[^}]*\} (\S+)$', re.M)
 
 
 def metric_reconciles(env):
@@ -898,6 +899,9 @@ def metric_reconciles(env):
         out.setdefault(trigger, [0, 0.0])[0 if kind == "count" else 1] = float(value)
     for kind, stage, value in STAGE_METRIC.findall(text):
         out.setdefault(f"stage:{stage}", [0, 0.0])[0 if kind == "count" else 1] = float(value)
+    # How the kernel part was planned (a delta, every class from the mirror, dumps): counts only.
+    for plan, value in KERNEL_PLAN_METRIC.findall(text):
+        out[f"kernel:{plan}"] = [float(value), 0.0]
     return out
 
 
@@ -1108,6 +1112,9 @@ def event_rows(db):
          lambda r: f"{r['bind']['reconciles_by_trigger']['change']['mean_ms']}"),
         ("reconciles in that window, per stage: compute / policy / render / apply, mean (ms)",
          stage_means),
+        ("kernel part of those reconciles: as a delta / every class planned / by dumps",
+         lambda r: " / ".join(str(r["bind"]["reconciles_by_trigger"].get(f"kernel:{p}", {}).get("count", 0))
+                              for p in ("delta", "full", "dumps"))),
         ("full reconcile (`reconcile_interval`, no change) p50 / max (ms)",
          lambda r: f"{r['full_reconcile']['durations']['p50_ms']} / "
                    f"{r['full_reconcile']['durations']['max_ms']}"),

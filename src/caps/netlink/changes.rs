@@ -2,11 +2,10 @@
 //! sets, shared by the screening of a delta ([`super::validate::screen_delta`]) and its
 //! application (the reconciler's `apply_delta`), which each walked every class twice before.
 
-use std::collections::BTreeSet;
+use imbl::ordset::DiffItem;
 
-use crate::merge::{Side, differences, keyed};
 use crate::system::{
-    AddressSpec, DesiredSystem, NeighbourSpec, ProxyNeighbourSpec, RouteSpec, RuleSpec,
+    AddressSpec, DesiredSystem, NeighbourSpec, ObjectSet, ProxyNeighbourSpec, RouteSpec, RuleSpec,
 };
 
 /// The objects of one class only the new state has (in its order) and only the old one had.
@@ -24,13 +23,14 @@ impl<T> Default for Sides<'_, T> {
     }
 }
 
-/// One merge of two ordered sets.
-fn sides<'d, T: Ord>(old: &'d BTreeSet<T>, new: &'d BTreeSet<T>) -> Sides<'d, T> {
+/// What differs between two versions of a class: the parts of their trees they share (all but
+/// the paths the render changed, when one is derived from the other) are not visited.
+fn sides<'d, T: Ord + Clone>(old: &'d ObjectSet<T>, new: &'d ObjectSet<T>) -> Sides<'d, T> {
     let mut out = Sides::default();
-    for side in differences(old.iter().map(keyed), new.iter().map(keyed)) {
-        match side {
-            Side::Old(element, ()) => out.removed.push(element),
-            Side::New(element, ()) => out.added.push(element),
+    for item in old.diff(new) {
+        match item {
+            DiffItem::Add(element) => out.added.push(element),
+            DiffItem::Remove(element) => out.removed.push(element),
         }
     }
     out
@@ -72,7 +72,33 @@ mod tests {
             old in proptest::collection::btree_set(0u8..40, 0..30),
             new in proptest::collection::btree_set(0u8..40, 0..30),
         ) {
-            let s = sides(&old, &new);
+            let (o, n): (ObjectSet<u8>, ObjectSet<u8>) =
+                (old.iter().copied().collect(), new.iter().copied().collect());
+            let s = sides(&o, &n);
+            proptest::prop_assert_eq!(s.added, new.difference(&old).collect::<Vec<_>>());
+            proptest::prop_assert_eq!(s.removed, old.difference(&new).collect::<Vec<_>>());
+        }
+
+        /// A version derived from another by a few changes (sharing most of its tree, as the
+        /// render's next state does) gives the same differences as two unrelated sets.
+        #[test]
+        fn sides_of_a_derived_version(
+            old in proptest::collection::btree_set(0u16..3000, 0..2000),
+            changes in proptest::collection::vec((0u16..3000, proptest::bool::ANY), 0..20),
+        ) {
+            let o: ObjectSet<u16> = old.iter().copied().collect();
+            let mut n = o.clone();
+            let mut new = old.clone();
+            for (e, add) in changes {
+                if add {
+                    n.insert(e);
+                    new.insert(e);
+                } else {
+                    n.remove(&e);
+                    new.remove(&e);
+                }
+            }
+            let s = sides(&o, &n);
             proptest::prop_assert_eq!(s.added, new.difference(&old).collect::<Vec<_>>());
             proptest::prop_assert_eq!(s.removed, old.difference(&new).collect::<Vec<_>>());
         }

@@ -18,8 +18,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::system::{
-    DesiredSystem, LinkKind, LinkSpec, LocalRouteSuppression, NeighbourSpec, RouteSpec, RouteType,
-    RuleSpec,
+    DesiredSystem, LinkKind, LinkSpec, LocalRouteSuppression, NeighbourSpec, ObjectSet, RouteSpec,
+    RouteType, RuleSpec, retain_objects,
 };
 
 use super::changes::Changes;
@@ -203,7 +203,7 @@ pub(crate) fn screen_delta<'d>(
 /// Whether another route of `routes` has the identity of `r` (table, destination network,
 /// metric). Those routes have a destination address inside `r`'s network, so they are
 /// found between the lowest such route and the network's last address.
-fn shares_identity(routes: &BTreeSet<RouteSpec>, r: &RouteSpec) -> bool {
+fn shares_identity(routes: &ObjectSet<RouteSpec>, r: &RouteSpec) -> bool {
     let id = routes::desired_key(r, None).identity;
     let net = id.dst;
     let Ok(lowest_dst) = IpNet::new(net.network(), 0) else {
@@ -229,7 +229,7 @@ fn shares_identity(routes: &BTreeSet<RouteSpec>, r: &RouteSpec) -> bool {
 }
 
 /// Whether another neighbour of `neighbours` has the device and IP of `n`.
-fn shares_key(neighbours: &BTreeSet<NeighbourSpec>, n: &NeighbourSpec) -> bool {
+fn shares_key(neighbours: &ObjectSet<NeighbourSpec>, n: &NeighbourSpec) -> bool {
     let lowest = NeighbourSpec {
         dev: n.dev.clone(),
         ip: n.ip,
@@ -297,7 +297,7 @@ impl Screening {
         }
     }
 
-    fn routes(&mut self, desired: &BTreeSet<RouteSpec>) {
+    fn routes(&mut self, desired: &ObjectSet<RouteSpec>) {
         let mut by_identity: BTreeMap<RouteIdentity, Vec<&RouteSpec>> = BTreeMap::new();
         for r in desired {
             by_identity
@@ -342,7 +342,7 @@ impl Screening {
         }
     }
 
-    fn neighbours(&mut self, desired: &BTreeSet<NeighbourSpec>) {
+    fn neighbours(&mut self, desired: &ObjectSet<NeighbourSpec>) {
         let mut by_key: BTreeMap<(&str, IpAddr), Vec<&NeighbourSpec>> = BTreeMap::new();
         for n in desired {
             by_key.entry((n.dev.as_str(), n.ip)).or_default().push(n);
@@ -389,12 +389,17 @@ impl Screening {
         let mut d = desired.clone();
         d.ownership.tables.retain(|t| !self.bad_tables.contains(t));
         d.links.retain(|l| !self.bad_links.contains(l));
-        d.addresses
-            .retain(|a| !self.held.addresses.contains(&(a.dev.to_string(), a.addr)));
-        d.rules.retain(|r| !self.held.rules.contains(r));
-        d.routes.retain(|r| !self.bad_routes.contains(r));
-        d.neighbours.retain(|n| !self.bad_neighbours.contains(n));
-        d.proxy_neighbours.retain(|n| {
+        retain_objects(&mut d.addresses, |a| {
+            !self.held.addresses.contains(&(a.dev.to_string(), a.addr))
+        });
+        retain_objects(&mut d.rules, |r| !self.held.rules.contains(r));
+        for r in &self.bad_routes {
+            d.routes.remove(r);
+        }
+        for n in &self.bad_neighbours {
+            d.neighbours.remove(n);
+        }
+        retain_objects(&mut d.proxy_neighbours, |n| {
             !self
                 .held
                 .proxy_neighbours
