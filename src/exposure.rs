@@ -290,6 +290,11 @@ pub struct NdPrefix {
     pub dns_servers: Vec<IpAddr>,
 }
 
+/// The IPs exposed in one scope: an ordered map whose copies share their tree (a copy is one
+/// pointer, a change copies one path) and whose versions are compared by visiting only the
+/// nodes they do not share ([`imbl::OrdMap::diff`]); serialized as a map (issue 17).
+pub type IpMap = imbl::OrdMap<IpAddr, Arc<ExposedIp>>;
+
 /// Everything exposed in one routing domain.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExposureScope {
@@ -297,8 +302,10 @@ pub struct ExposureScope {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evpn: Option<EvpnParams>,
     /// Shared (`Arc`): the drivers' caches and the backend's last rendering hold the same
-    /// exposures, and laying 30k of them out copies pointers, not 136-byte values.
-    pub ips: BTreeMap<IpAddr, Arc<ExposedIp>>,
+    /// exposures, and laying 30k of them out copies pointers, not 136-byte values. A persistent
+    /// map ([`IpMap`]): the next set shares all but what changed with the last one, and the
+    /// stages after the driver compare the two by visiting only that.
+    pub ips: IpMap,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub routes: BTreeMap<IpNet, ExposedRoute>,
     pub subnets: BTreeSet<ExposedSubnet>,

@@ -106,16 +106,23 @@ pub(crate) fn apply(set: &mut ExposureSet, ctx: &PolicyContext) {
     let mut skipped = Vec::new();
     for (scope_id, scope) in &mut set.scopes {
         resolve_shadowed(scope, &mut skipped);
-        scope.ips.retain(|ip, exposed| match ctx.refuse_ip(*ip) {
-            Some(reason) => {
+        // The refused IPs are found, then taken out one by one: the map of the kept ones still
+        // shares its tree with the driver's (a rebuilt map would share nothing).
+        let refused_ips: Vec<IpAddr> = scope
+            .ips
+            .iter()
+            .filter_map(|(ip, exposed)| {
+                let reason = ctx.refuse_ip(*ip)?;
                 skipped.push(refused(
                     &exposed.source,
                     format!("{:?} in scope {scope_id}: {reason}", exposed.kind),
                 ));
-                false
-            }
-            None => true,
-        });
+                Some(*ip)
+            })
+            .collect();
+        for ip in &refused_ips {
+            scope.ips.remove(ip);
+        }
         scope
             .routes
             .retain(|net, route| match ctx.refuse_prefix(*net) {
@@ -335,7 +342,7 @@ mod tests {
                 set.expose_ip(tenant);
             }
             apply(&mut set, &ctx());
-            let kept = &set.global().ips[&"172.24.4.100".parse().unwrap()];
+            let kept = &set.global().ips[&"172.24.4.100".parse::<std::net::IpAddr>().unwrap()];
             assert_eq!(
                 kept.kind,
                 ExposureKind::FloatingIp,

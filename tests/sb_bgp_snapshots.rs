@@ -77,12 +77,12 @@ fn gateway_tenant_and_fips() {
         ips(&["172.24.100.10", "2001:db8::10", "172.24.100.41"])
     );
     assert!(
-        set.global().ips[&"172.24.100.10".parse().unwrap()]
+        set.global().ips[&"172.24.100.10".parse::<std::net::IpAddr>().unwrap()]
             .lladdr
             .is_none()
     );
     // Virtual port: its IPv6 network is NDP-proxied.
-    let virt = &set.global().ips[&"2001:db8::12".parse().unwrap()];
+    let virt = &set.global().ips[&"2001:db8::12".parse::<std::net::IpAddr>().unwrap()];
     assert_eq!(virt.kind, ExposureKind::VirtualPort);
     assert_eq!(
         virt.ndp_proxy
@@ -92,7 +92,7 @@ fn gateway_tenant_and_fips() {
         ["2001:db8::/64"]
     );
     // C1: the gateway port with its MAC as permanent neighbour and the v6 network proxied.
-    let gw = &set.global().ips[&"172.24.100.5".parse().unwrap()];
+    let gw = &set.global().ips[&"172.24.100.5".parse::<std::net::IpAddr>().unwrap()];
     assert_eq!(gw.kind, ExposureKind::GatewayPort);
     assert_eq!(gw.lladdr.unwrap().to_string(), "fa:16:3e:aa:bb:cc");
     // C6 + C7: the centralized FIP and the distributed FIP of vm3 (bound here), not vm4's.
@@ -121,7 +121,7 @@ fn gateway_tenant_and_fips() {
         ips(&["10.0.0.100", "172.24.100.30"])
     );
     assert!(
-        set.global().ips[&"172.24.100.30".parse().unwrap()]
+        set.global().ips[&"172.24.100.30".parse::<std::net::IpAddr>().unwrap()]
             .provider
             .is_some()
     );
@@ -133,7 +133,9 @@ fn gateway_tenant_and_fips() {
         "172.24.100.23",
     ] {
         assert!(
-            !set.global().ips.contains_key(&absent.parse().unwrap()),
+            !set.global()
+                .ips
+                .contains_key(&absent.parse::<std::net::IpAddr>().unwrap()),
             "{absent} must not be exposed"
         );
     }
@@ -167,7 +169,7 @@ fn gateway_tenant_and_fips() {
 fn vlan_provider_without_tenant_exposure() {
     let set = run_case("vlan_no_tenant");
     // B2: the VM's provider network carries the localnet tag.
-    let vm = &set.global().ips[&"172.24.100.10".parse().unwrap()];
+    let vm = &set.global().ips[&"172.24.100.10".parse::<std::net::IpAddr>().unwrap()];
     assert_eq!(vm.provider.as_ref().unwrap().vlan, Some(100));
     // Both localnet tags of the physnet get a VLAN device on its bridge.
     let br = set.bridges.values().next().unwrap();
@@ -210,7 +212,7 @@ fn recorded_lab_topology() {
         ips(&["172.24.4.10", "2001:db8::a"])
     );
     assert_eq!(
-        set.global().ips[&"172.24.4.10".parse().unwrap()]
+        set.global().ips[&"172.24.4.10".parse::<std::net::IpAddr>().unwrap()]
             .lladdr
             .unwrap()
             .to_string(),

@@ -2,8 +2,8 @@
 //! already exposing 30k renders that IP's objects, not 120k objects again.
 //!
 //! The rendered state is kept between renders with the exposures it came from. A new exposure
-//! set is compared with the last one key by key (a merge of two ordered maps: comparisons, no
-//! allocation); an exposure that went or changed has its objects taken out (rendered again
+//! set is compared with the last one key by key (the IPs by the nodes their persistent maps do
+//! not share, the rest by a merge of two ordered maps); an exposure that went or changed has its objects taken out (rendered again
 //! from the old value: the rendering is pure and its context unchanged, so the same objects),
 //! one that came or changed has its objects put in. Two exposures may render the same object
 //! (two IPv6 addresses of one subnet proxy the same network; a hostile subnet's rule equal to
@@ -20,6 +20,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
+
+use imbl::ordmap::DiffItem;
 
 use crate::exposure::{ExposedIp, ExposedRoute, ExposedSubnet, ExposureSet};
 use crate::merge::{Side, differences, keyed};
@@ -271,17 +273,22 @@ fn update(state: &mut State, settings: &UnderlaySettings, exposures: &Arc<Exposu
         return 0;
     }
     let (old, new) = (last.global(), exposures.global());
-    // Each class merged by its key; an item is compared through its value (`Arc`s of unchanged
-    // IPs are the same allocation: compared by pointer).
-    let ips = differences(&old.ips, &new.ips);
+    // The IPs (tens of thousands) through their maps' shared structure: only the paths the
+    // driver changed are visited; an IP in both is compared through its value (`Arc`s of
+    // unchanged IPs are the same allocation: compared by pointer). The other classes (a few
+    // per router) merged by their key.
+    let ips = old.ips.diff(&new.ips).flat_map(|d| match d {
+        DiffItem::Add(ip, e) => [Some((true, Item::Ip(ip, e))), None],
+        DiffItem::Remove(ip, e) => [Some((false, Item::Ip(ip, e))), None],
+        DiffItem::Update { old, new } => [
+            Some((false, Item::Ip(old.0, old.1))),
+            Some((true, Item::Ip(new.0, new.1))),
+        ],
+    });
     let routes = differences(&old.routes, &new.routes);
     let subnets = differences(old.subnets.iter().map(keyed), new.subnets.iter().map(keyed));
     let sides = ips
-        .into_iter()
-        .map(|side| match side {
-            Side::Old(ip, e) => (false, Item::Ip(ip, e)),
-            Side::New(ip, e) => (true, Item::Ip(ip, e)),
-        })
+        .flatten()
         .chain(routes.into_iter().map(|side| match side {
             Side::Old(p, r) => (false, Item::Route(p, r)),
             Side::New(p, r) => (true, Item::Route(p, r)),

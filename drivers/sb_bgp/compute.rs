@@ -833,7 +833,7 @@ mod tests {
             after
                 .global()
                 .ips
-                .contains_key(&"172.24.5.9".parse().unwrap())
+                .contains_key(&"172.24.5.9".parse::<std::net::IpAddr>().unwrap())
         );
         assert_eq!(after, compute(&model, &local, &tenant));
     }
@@ -890,7 +890,7 @@ mod tests {
         assert!(
             set.global()
                 .ips
-                .contains_key(&"172.24.4.11".parse().unwrap())
+                .contains_key(&"172.24.4.11".parse::<std::net::IpAddr>().unwrap())
         );
         assert_eq!(set, compute(&model, &local, &tenant));
     }

@@ -471,7 +471,7 @@ fn an_event_recomputes_only_the_roots_it_touched() {
         after
             .global()
             .ips
-            .contains_key(&"172.24.6.1".parse().unwrap())
+            .contains_key(&"172.24.6.1".parse::<std::net::IpAddr>().unwrap())
     );
     assert_eq!(
         cache.last_stats(),
@@ -547,7 +547,7 @@ fn a_load_balancer_follows_the_tenant_subnets_of_the_routers_before_it() {
     let rif = |up: bool| router_interface("rif0", "r0", up);
     let local = local();
     let options = options(0, true, false, false);
-    let vip = "10.0.0.50".parse().unwrap();
+    let vip: std::net::IpAddr = "10.0.0.50".parse().unwrap();
     let mut cache = ExposureCache::default();
     for up in [false, true, false] {
         model.upsert_lsp(rif(up));
@@ -629,7 +629,16 @@ fn a_row_shared_by_two_parents_updates_both() {
     let set = cache.compute(&model, &local, &options, None);
     assert_eq!(set, compute(&model, &local, &options, None));
     let ips = &set.global().ips;
-    assert!(ips.contains_key(&"172.24.6.2".parse().unwrap()), "{ips:?}");
-    assert!(!ips.contains_key(&"172.24.6.1".parse().unwrap()), "{ips:?}");
-    assert!(ips.contains_key(&"10.0.0.20".parse().unwrap()), "{ips:?}");
+    assert!(
+        ips.contains_key(&"172.24.6.2".parse::<std::net::IpAddr>().unwrap()),
+        "{ips:?}"
+    );
+    assert!(
+        !ips.contains_key(&"172.24.6.1".parse::<std::net::IpAddr>().unwrap()),
+        "{ips:?}"
+    );
+    assert!(
+        ips.contains_key(&"10.0.0.20".parse::<std::net::IpAddr>().unwrap()),
+        "{ips:?}"
+    );
 }
