@@ -494,6 +494,9 @@ impl ExposureSet {
     }
 }
 
+mod layout;
+pub use layout::{IpLayout, LayoutStats, RootKey, next_version};
+
 /// IPs laid out in bulk: collected (borrowed) in the order they are produced, then each
 /// scope's map is built at once from the winners' `Arc`s. The result is what
 /// [`ExposureScope::expose_ip`] one by one gives (the first producer of an IP wins, a later

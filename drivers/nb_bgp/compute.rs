@@ -56,9 +56,9 @@ use ipnet::IpNet;
 
 use crate::caps::frr::values::{Asn, Redistribute, RouteDistinguisher, RouteTarget, Vni};
 use crate::exposure::{
-    BridgeWiring, BulkIps, EvpnAttachment, EvpnParams, ExposedIp, ExposedRoute, ExposedSubnet,
-    ExposureKind, ExposureSet, LocalnetAttachment, NdPrefix, ProviderEvpn, ProviderNetwork,
-    RealisationNeed, RouteKind, ScopeId,
+    BridgeWiring, EvpnAttachment, EvpnParams, ExposedIp, ExposedRoute, ExposedSubnet, ExposureKind,
+    ExposureSet, IpLayout, LocalnetAttachment, NdPrefix, ProviderEvpn, ProviderNetwork,
+    RealisationNeed, RootKey, RouteKind, ScopeId, next_version,
 };
 use crate::hash::{HashMap, HashSet};
 pub use crate::ovn::generations::CacheStats;
@@ -207,6 +207,8 @@ struct Prelude {
 struct PortResult {
     reads: ReadSet<NbKey>,
     ops: Vec<Op>,
+    /// Tells this result from the one that replaces it ([`IpLayout`]).
+    version: u64,
 }
 
 /// A gateway hosted here: its addresses, its centralized FIPs (laid out after the ports),
@@ -217,6 +219,8 @@ struct GatewayResult {
     addresses: Vec<Op>,
     fips: Vec<Op>,
     gateway: Option<(String, LocalGateway)>,
+    /// The versions of its addresses and of its FIPs (two roots of the layout).
+    versions: (u64, u64),
 }
 
 /// A router with a gateway here: its tenant networks and load balancers, computed through its
@@ -229,6 +233,34 @@ struct RouterResult {
     subnets_before: Vec<IpNet>,
     subnets: Vec<IpNet>,
     ops: Vec<Op>,
+    version: u64,
+}
+
+/// A root in the order of production: the prelude (group 0), the gateways' addresses (1, by
+/// name and uuid), the ports (2, by name and uuid), the gateways' FIPs (3, by router, then
+/// name and uuid), the routers' networks (4, by router).
+#[derive(Clone, Copy)]
+struct RootOrder<'a>(u8, &'a str, &'a str, &'a str);
+
+impl RootKey for RootOrder<'_> {
+    type Owned = (u8, String, String, String);
+
+    fn to_owned_key(&self) -> Self::Owned {
+        (
+            self.0,
+            self.1.to_owned(),
+            self.2.to_owned(),
+            self.3.to_owned(),
+        )
+    }
+
+    fn cmp_owned(&self, (group, a, b, c): &Self::Owned) -> std::cmp::Ordering {
+        self.0
+            .cmp(group)
+            .then_with(|| self.1.cmp(a))
+            .then_with(|| self.2.cmp(b))
+            .then_with(|| self.3.cmp(c))
+    }
 }
 
 /// The per-root results of the last computation (issue 17). The roots are the ports listing
@@ -244,6 +276,8 @@ pub struct ExposureCache {
     ports: HashMap<String, PortResult>,
     gateways: HashMap<String, GatewayResult>,
     routers: HashMap<String, RouterResult>,
+    /// The roots' IPs as last laid out.
+    layout: IpLayout<(u8, String, String, String)>,
     last: CacheStats,
 }
 
@@ -327,6 +361,7 @@ impl ExposureCache {
                     addresses,
                     fips: std::mem::take(&mut ctx.ops),
                     gateway,
+                    versions: (next_version(), next_version()),
                 };
                 self.gateways.insert(lrp.uuid.clone(), result);
             }
@@ -350,6 +385,7 @@ impl ExposureCache {
                 let result = PortResult {
                     reads: ctx.finish_reads(),
                     ops: std::mem::take(&mut ctx.ops),
+                    version: next_version(),
                 };
                 self.ports.insert(lsp.uuid.clone(), result);
             }
@@ -385,41 +421,56 @@ impl ExposureCache {
                 subnets_before: ctx.tenant_subnets[..before].to_vec(),
                 subnets: ctx.tenant_subnets[before..].to_vec(),
                 ops: std::mem::take(&mut ctx.ops),
+                version: next_version(),
             };
             self.routers.insert(router.clone(), result);
         }
 
-        // Laid out in the order of a computation from scratch.
+        // Laid out in the order of a computation from scratch: every root's other changes,
+        // then the IPs (they do not interact with the other changes) as a delta of the last
+        // layout (only the roots whose result changed are looked at).
         let mut out = std::mem::take(&mut ctx.out);
-        // IPs are laid out in bulk at the end (they do not interact with the other changes).
-        let mut ips = BulkIps::default();
-        fn lay<'a>(ops: &'a [Op], out: &mut ExposureSet, ips: &mut BulkIps<'a>) {
-            for op in ops {
-                match op {
-                    Op::Ip(scope, ip) => ips.push(*scope, ip),
-                    other => other.apply(out),
-                }
-            }
-        }
-        let mut apply = |ops, out: &mut ExposureSet| lay(ops, out, &mut ips);
-        apply(&prelude_ops, &mut out);
+        let name_of: HashMap<&str, &str> = gateways
+            .iter()
+            .map(|l| (l.uuid.as_str(), l.name.as_str()))
+            .collect();
+        let mut order: Vec<(RootOrder<'_>, u64, &[Op])> = Vec::new();
+        // The prelude is computed every time: a new version each time.
+        order.push((RootOrder(0, "", "", ""), next_version(), &prelude_ops));
         for lrp in &gateways {
-            apply(&self.gateways[&lrp.uuid].addresses, &mut out);
+            let g = &self.gateways[&lrp.uuid];
+            let key = RootOrder(1, &lrp.name, &lrp.uuid, "");
+            order.push((key, g.versions.0, &g.addresses));
         }
         for lsp in &ports {
-            apply(&self.ports[&lsp.uuid].ops, &mut out);
+            let p = &self.ports[&lsp.uuid];
+            order.push((RootOrder(2, &lsp.name, &lsp.uuid, ""), p.version, &p.ops));
         }
-        for lrps in routers.values() {
+        for (router, lrps) in &routers {
             for lrp in lrps {
-                apply(&self.gateways[*lrp].fips, &mut out);
+                let g = &self.gateways[*lrp];
+                let key = RootOrder(3, router, name_of[lrp], lrp);
+                order.push((key, g.versions.1, &g.fips));
             }
         }
         for router in routers.keys() {
             if let Some(r) = self.routers.get(router) {
-                apply(&r.ops, &mut out);
+                order.push((RootOrder(4, router, "", ""), r.version, &r.ops));
             }
         }
-        ips.finish(&mut out);
+        for (_, _, ops) in &order {
+            for op in ops.iter().filter(|op| !matches!(op, Op::Ip(..))) {
+                op.apply(&mut out);
+            }
+        }
+        let laid = order.iter().map(|(key, version, ops)| {
+            let ips = ops.iter().filter_map(|op| match op {
+                Op::Ip(scope, ip) => Some((*scope, ip)),
+                _ => None,
+            });
+            (*key, *version, ips)
+        });
+        self.layout.lay(laid, &mut out);
         if options.advertisement == TenantAdvertisement::Subnet
             && options.method == ExposingMethod::Underlay
         {

@@ -22,7 +22,8 @@ use super::model::{
     parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
 };
 use crate::exposure::{
-    BulkIps, ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, ProviderNetwork, ScopeId,
+    ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, IpLayout, ProviderNetwork, RootKey,
+    ScopeId, next_version,
 };
 pub use crate::ovn::generations::CacheStats;
 use crate::ovn::generations::ReadSet;
@@ -63,6 +64,34 @@ struct RootResult {
     /// Every lookup made, with its generation then.
     read: ReadSet<ModelKey>,
     produced: Vec<Produced>,
+    /// Tells this result from the one that replaces it ([`IpLayout`]).
+    version: u64,
+}
+
+/// A root in the order of production: the chassis row (in uuid order), then the port (in
+/// `(logical_port, uuid)` order, as the model's index holds them).
+struct RootOrder<'a> {
+    chassis: &'a Uuid,
+    port: &'a PortBinding,
+}
+
+impl RootKey for RootOrder<'_> {
+    type Owned = (Uuid, String, Uuid);
+
+    fn to_owned_key(&self) -> Self::Owned {
+        (
+            self.chassis.clone(),
+            self.port.logical_port.clone(),
+            self.port.uuid.clone(),
+        )
+    }
+
+    fn cmp_owned(&self, (chassis, name, uuid): &Self::Owned) -> std::cmp::Ordering {
+        self.chassis
+            .cmp(chassis)
+            .then_with(|| self.port.logical_port.as_str().cmp(name))
+            .then_with(|| self.port.uuid.cmp(uuid))
+    }
 }
 
 /// The per-root results of the last computation (see the module documentation).
@@ -71,6 +100,8 @@ pub struct ExposureCache {
     /// The inputs besides the model the results hold for.
     inputs: Option<(LocalChassis, TenantOptions)>,
     roots: HashMap<Uuid, RootResult>,
+    /// The roots' IPs as last laid out.
+    layout: IpLayout<(Uuid, String, Uuid)>,
     last: CacheStats,
 }
 
@@ -90,11 +121,12 @@ impl ExposureCache {
         }
         let (mappings, mut out) = BridgeMappings::wired(&local.bridge_mappings, model);
         let mut stats = CacheStats::default();
-        let mut seen: Vec<&Uuid> = Vec::new();
-        for chassis in model.chassis_uuids_named(&local.name) {
-            for port in model.ports_on_chassis(&chassis) {
+        let mut seen: Vec<RootOrder<'_>> = Vec::new();
+        let chassis_rows = model.chassis_uuids_named(&local.name);
+        for chassis in &chassis_rows {
+            for port in model.ports_on_chassis(chassis) {
                 stats.roots += 1;
-                seen.push(&port.uuid);
+                seen.push(RootOrder { chassis, port });
                 let fresh = self
                     .roots
                     .get(&port.uuid)
@@ -113,22 +145,45 @@ impl ExposureCache {
                 }
             }
         }
-        // Laid out in the roots' order, once every root is current.
-        let mut ips = BulkIps::default();
-        for uuid in &seen {
-            for p in &self.roots[*uuid].produced {
+        // Laid out in the roots' order, once every root is current: the subnets and skips of
+        // every root (a few), the IPs as a delta of the last layout (only the roots whose
+        // result changed are looked at).
+        let n_seen = seen.len();
+        let roots = &self.roots;
+        let mut subnets = Vec::new();
+        let mut skips = Vec::new();
+        let laid = seen.iter().map(|order| {
+            let root = &roots[&order.port.uuid];
+            for p in &root.produced {
                 match p {
-                    Produced::Ip(ip) => ips.push(ScopeId::Global, ip),
-                    Produced::Subnet(s) => {
-                        out.global_mut().subnets.insert(s.clone());
-                    }
-                    Produced::Skip(row, reason) => out.skip(TABLE, row.clone(), reason.clone()),
+                    Produced::Ip(_) => {}
+                    Produced::Subnet(s) => subnets.push(s),
+                    Produced::Skip(row, reason) => skips.push((row, reason)),
                 }
             }
+            let ips = root.produced.iter().filter_map(|p| match p {
+                Produced::Ip(ip) => Some((ScopeId::Global, ip)),
+                _ => None,
+            });
+            (
+                RootOrder {
+                    chassis: order.chassis,
+                    port: order.port,
+                },
+                root.version,
+                ips,
+            )
+        });
+        self.layout.lay(laid, &mut out);
+        for s in subnets {
+            out.global_mut().subnets.insert(s.clone());
         }
-        ips.finish(&mut out);
-        if self.roots.len() != seen.len() {
-            let seen: std::collections::HashSet<&Uuid> = seen.into_iter().collect();
+        for (row, reason) in skips {
+            out.skip(TABLE, row.clone(), reason.clone());
+        }
+        if self.roots.len() != n_seen {
+            let seen: std::collections::HashSet<&Uuid> =
+                seen.iter().map(|o| &o.port.uuid).collect();
             self.roots.retain(|u, _| seen.contains(u));
         }
         self.last = stats;
@@ -155,6 +210,7 @@ impl<'a> Root<'a> {
         RootResult {
             read: ReadSet::new(self.model.generations(), self.read),
             produced: self.produced,
+            version: next_version(),
         }
     }
 

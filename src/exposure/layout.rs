@@ -1,0 +1,436 @@
+//! The drivers' cached IPs laid out as a delta (issue 17): an event that recomputes one root
+//! (a port, a gateway) of a chassis exposing 30k IPs changes that root's IPs in the persistent
+//! maps of the last set, instead of sorting and building 30k entries again. The next set then
+//! shares all but those paths with the last one, which is what lets the stages after the driver
+//! (the render, the kernel reconciler) visit only what changed.
+//!
+//! The result is [`BulkIps`](super::BulkIps)' (and [`ExposureScope::expose_ip`] one by one):
+//! of the producers of an IP in a scope, the first in the order of production wins, and a
+//! later one of another kind or source is shadowed (once, in the order of production). The
+//! order of production is the roots' order, then the IPs' order within a root; the layout keeps
+//! each IP's producers sorted by that position, so a root that comes, goes or changes
+//! re-decides only the IPs it produces (or produced).
+//!
+//! A driver hands every root on every call, in order, with the version of its cached result:
+//! a root whose version is the one laid last is not looked at (its IPs are not iterated).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use super::{ExposedIp, ExposureSet, IpMap, ScopeId};
+use crate::hash::HashMap;
+
+/// A fresh version for a root's result: unique in the process, so a cached result is told
+/// from the one that replaced it without comparing them.
+pub fn next_version() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A root's key in the order of production, borrowed from the driver's cache (nothing is
+/// allocated for a root that did not change); [`Self::Owned`] is what the layout keeps.
+pub trait RootKey {
+    type Owned: Ord + Clone + std::fmt::Debug;
+    fn to_owned_key(&self) -> Self::Owned;
+    fn cmp_owned(&self, owned: &Self::Owned) -> Ordering;
+}
+
+/// A root as laid out: its result's version and the IPs it produced, in order.
+#[derive(Debug)]
+struct LaidRoot {
+    version: u64,
+    ips: Vec<(ScopeId, Arc<ExposedIp>)>,
+}
+
+/// Where a producer stands in the order of production: its root, then its index there.
+type Position<K> = (Arc<K>, u32);
+
+/// An IP's producers, sorted by position.
+type Producers<K> = Vec<(Position<K>, Arc<ExposedIp>)>;
+
+/// What the last [`IpLayout::lay`] did, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayoutStats {
+    /// Roots whose IPs were taken out or put in (a changed one counts once).
+    pub roots_laid: usize,
+    /// IPs whose winner and shadows were decided again.
+    pub ips_decided: usize,
+    /// Laid out from scratch (the output had IPs before: see [`IpLayout::lay`]).
+    pub from_scratch: bool,
+}
+
+/// The layout kept between calls; see the module's documentation.
+#[derive(Debug)]
+pub struct IpLayout<K: Ord> {
+    roots: BTreeMap<Arc<K>, LaidRoot>,
+    producers: HashMap<(ScopeId, IpAddr), Producers<K>>,
+    /// The winners, per scope.
+    scopes: BTreeMap<ScopeId, IpMap>,
+    /// The shadowed producers, by position.
+    shadows: BTreeMap<Position<K>, (ScopeId, Arc<ExposedIp>)>,
+    last: LayoutStats,
+}
+
+impl<K: Ord> Default for IpLayout<K> {
+    fn default() -> Self {
+        Self {
+            roots: BTreeMap::new(),
+            producers: HashMap::default(),
+            scopes: BTreeMap::new(),
+            shadows: BTreeMap::new(),
+            last: LayoutStats::default(),
+        }
+    }
+}
+
+/// A root that came or changed, with what it produces now.
+struct Arrival<K> {
+    key: Arc<K>,
+    version: u64,
+    ips: Vec<(ScopeId, Arc<ExposedIp>)>,
+}
+
+impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
+    /// Expose the IPs of `roots` in `out`, as exposing them one by one in this order would.
+    /// `roots` come in strictly increasing key order (the order of production), each with its
+    /// result's version ([`next_version`]) and its IPs (iterated only when the version is not
+    /// the one laid last: one version is one result of one root).
+    ///
+    /// `out` has no IPs yet, as the drivers lay theirs out last. When it has some (they come
+    /// first, as one by one they would), everything is laid out from scratch.
+    pub fn lay<'a, Q, I>(
+        &mut self,
+        roots: impl IntoIterator<Item = (Q, u64, I)>,
+        out: &mut ExposureSet,
+    ) where
+        Q: RootKey<Owned = K>,
+        I: IntoIterator<Item = (ScopeId, &'a Arc<ExposedIp>)>,
+    {
+        let from_scratch = out.scopes.values().any(|s| !s.ips.is_empty());
+        if from_scratch {
+            *self = Self::default();
+        }
+        let (gone, arrivals) = self.compare(roots);
+        let mut touched: BTreeSet<(ScopeId, IpAddr)> = BTreeSet::new();
+        let roots_laid = arrivals.len() + gone.len()
+            - arrivals
+                .iter()
+                .filter(|a| self.roots.contains_key(&a.key))
+                .count();
+        for key in gone {
+            if let Some(root) = self.roots.remove(&key) {
+                self.take_out(&key, root, &mut touched);
+            }
+        }
+        for a in arrivals {
+            if let Some(old) = self.roots.remove(&a.key) {
+                self.take_out(&a.key, old, &mut touched);
+            }
+            for (i, (scope, e)) in a.ips.iter().enumerate() {
+                let position = (a.key.clone(), index(i));
+                let list = self.producers.entry((*scope, e.ip)).or_default();
+                let at = list.partition_point(|(p, _)| *p < position);
+                list.insert(at, (position, e.clone()));
+                touched.insert((*scope, e.ip));
+            }
+            self.roots.insert(
+                a.key,
+                LaidRoot {
+                    version: a.version,
+                    ips: a.ips,
+                },
+            );
+        }
+        let ips_decided = touched.len();
+        for (scope, ip) in touched {
+            self.decide(scope, ip);
+        }
+        self.last = LayoutStats {
+            roots_laid,
+            ips_decided,
+            from_scratch,
+        };
+        if from_scratch {
+            // The IPs exposed before come first: the laid-out ones join them one by one.
+            let laid: Vec<_> = self.roots.values().flat_map(|r| r.ips.iter()).collect();
+            for (scope, e) in laid {
+                out.scope_mut(*scope).expose_ip(e.clone());
+            }
+            *self = Self {
+                last: self.last,
+                ..Self::default()
+            };
+            return;
+        }
+        for (scope, ips) in &self.scopes {
+            if !ips.is_empty() {
+                out.scope_mut(*scope).ips = ips.clone();
+            }
+        }
+        for (scope, e) in self.shadows.values() {
+            let shadowed = &mut out.scope_mut(*scope).shadowed;
+            if !shadowed.contains(e) {
+                shadowed.push(e.clone());
+            }
+        }
+    }
+
+    /// What the last [`Self::lay`] did.
+    pub fn stats(&self) -> LayoutStats {
+        self.last
+    }
+
+    /// The roots laid last that are gone, and those that came or changed (with their IPs).
+    fn compare<'a, Q, I>(
+        &self,
+        roots: impl IntoIterator<Item = (Q, u64, I)>,
+    ) -> (Vec<Arc<K>>, Vec<Arrival<K>>)
+    where
+        Q: RootKey<Owned = K>,
+        I: IntoIterator<Item = (ScopeId, &'a Arc<ExposedIp>)>,
+    {
+        let mut gone = Vec::new();
+        let mut arrivals = Vec::new();
+        let mut old = self.roots.iter().peekable();
+        let arrive = |key: &Q, version: u64, ips: I| Arrival {
+            key: Arc::new(key.to_owned_key()),
+            version,
+            ips: ips.into_iter().map(|(s, e)| (s, e.clone())).collect(),
+        };
+        let mut previous: Option<K> = None;
+        for (key, version, ips) in roots {
+            // The old roots before this one are gone.
+            let same = loop {
+                match old.peek() {
+                    // One version is one result of one root: the same key, unchanged.
+                    Some((_, laid)) if laid.version == version => break true,
+                    Some((k, _)) => match key.cmp_owned(k) {
+                        Ordering::Greater => {
+                            gone.push(Arc::clone(k));
+                            old.next();
+                        }
+                        Ordering::Equal => break false,
+                        Ordering::Less => break false,
+                    },
+                    None => break false,
+                }
+            };
+            if cfg!(debug_assertions) {
+                let owned = key.to_owned_key();
+                if let Some(p) = &previous {
+                    assert!(*p < owned, "roots out of order: {p:?} then {owned:?}");
+                }
+                previous = Some(owned);
+            }
+            if same {
+                old.next();
+                continue;
+            }
+            arrivals.push(arrive(&key, version, ips));
+            if old.peek().is_some_and(|(k, _)| key.cmp_owned(k).is_eq()) {
+                old.next();
+            }
+        }
+        gone.extend(old.map(|(k, _)| Arc::clone(k)));
+        (gone, arrivals)
+    }
+
+    /// Take a root's producers out of the IPs they produced.
+    fn take_out(
+        &mut self,
+        key: &Arc<K>,
+        root: LaidRoot,
+        touched: &mut BTreeSet<(ScopeId, IpAddr)>,
+    ) {
+        for (i, (scope, e)) in root.ips.iter().enumerate() {
+            let position = (key.clone(), index(i));
+            if let Some(list) = self.producers.get_mut(&(*scope, e.ip)) {
+                list.retain(|(p, _)| *p != position);
+            }
+            self.shadows.remove(&position);
+            touched.insert((*scope, e.ip));
+        }
+    }
+
+    /// Decide an IP's winner and shadows again from its producers.
+    fn decide(&mut self, scope: ScopeId, ip: IpAddr) {
+        if self.producers.get(&(scope, ip)).is_none_or(Vec::is_empty) {
+            self.producers.remove(&(scope, ip));
+            if let Some(ips) = self.scopes.get_mut(&scope) {
+                ips.remove(&ip);
+            }
+            return;
+        }
+        let list = &self.producers[&(scope, ip)];
+        let winner = &list[0].1;
+        let ips = self.scopes.entry(scope).or_default();
+        // Only a different winner touches the map (a write copies its path).
+        if !ips.get(&ip).is_some_and(|w| Arc::ptr_eq(w, winner)) {
+            ips.insert(ip, winner.clone());
+        }
+        for (position, e) in list {
+            self.shadows.remove(position);
+            if !Arc::ptr_eq(e, winner) && (e.kind != winner.kind || e.source != winner.source) {
+                self.shadows.insert(position.clone(), (scope, e.clone()));
+            }
+        }
+    }
+}
+
+fn index(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Vni;
+    use super::super::{BulkIps, ExposureKind};
+    use super::*;
+
+    /// A test root key: a number.
+    struct Key(u8);
+
+    impl RootKey for Key {
+        type Owned = u8;
+        fn to_owned_key(&self) -> u8 {
+            self.0
+        }
+        fn cmp_owned(&self, owned: &u8) -> Ordering {
+            self.0.cmp(owned)
+        }
+    }
+
+    /// One root's result: its version and IPs.
+    type Roots = BTreeMap<u8, (u64, Vec<(ScopeId, Arc<ExposedIp>)>)>;
+
+    fn exposed(b: [u8; 4]) -> (ScopeId, Arc<ExposedIp>) {
+        let scope = if b[0].is_multiple_of(4) {
+            ScopeId::Evpn(Vni::new(100).unwrap())
+        } else {
+            ScopeId::Global
+        };
+        let ip: IpAddr = format!("10.0.0.{}", b[1] % 8).parse().unwrap();
+        let kind = [ExposureKind::FloatingIp, ExposureKind::TenantPort][usize::from(b[2] % 2)];
+        let e = ExposedIp::announced(ip, kind, format!("port-{}", b[3] % 3));
+        (scope, Arc::new(e))
+    }
+
+    fn bulk(roots: &Roots) -> ExposureSet {
+        let mut out = ExposureSet::default();
+        let mut ips = BulkIps::default();
+        for (_, list) in roots.values() {
+            for (scope, e) in list {
+                ips.push(*scope, e);
+            }
+        }
+        ips.finish(&mut out);
+        out
+    }
+
+    fn lay(layout: &mut IpLayout<u8>, roots: &Roots, out: &mut ExposureSet) {
+        layout.lay(
+            roots
+                .iter()
+                .map(|(k, (v, list))| (Key(*k), *v, list.iter().map(|(s, e)| (*s, e)))),
+            out,
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// After every step of a random sequence (roots coming, going, recomputed with other
+        /// IPs or recomputed alike), the layout equals a bulk layout of the same roots from
+        /// scratch: winners, shadows and their order, in every scope.
+        #[test]
+        fn layout_equals_bulk_after_every_step(
+            steps in proptest::collection::vec(
+                proptest::collection::vec(
+                    (0u8..12, 0u8..4, proptest::collection::vec(proptest::prelude::any::<[u8; 4]>(), 0..4)),
+                    1..6,
+                ),
+                1..12,
+            ),
+        ) {
+            let mut roots = Roots::new();
+            let mut layout = IpLayout::default();
+            for step in steps {
+                for (key, action, ips) in step {
+                    match action {
+                        0 => {
+                            roots.remove(&key);
+                        }
+                        // Recomputed alike: a new version, the same IPs.
+                        1 => {
+                            if let Some((v, list)) = roots.get_mut(&key) {
+                                *v = next_version();
+                                *list = list.iter().map(|(s, e)| (*s, Arc::new((**e).clone()))).collect();
+                            }
+                        }
+                        _ => {
+                            roots.insert(key, (next_version(), ips.into_iter().map(exposed).collect()));
+                        }
+                    }
+                }
+                let mut out = ExposureSet::default();
+                lay(&mut layout, &roots, &mut out);
+                let expected = bulk(&roots);
+                proptest::prop_assert_eq!(&out, &expected);
+                for (id, scope) in &expected.scopes {
+                    proptest::prop_assert_eq!(&out.scopes[id].shadowed, &scope.shadowed);
+                }
+            }
+        }
+    }
+
+    /// An unchanged root is not looked at; one more root lays only its IPs, and the new map
+    /// shares all but that path with the last one.
+    #[test]
+    fn one_more_root_lays_only_its_ips() {
+        let mut roots = Roots::new();
+        for k in 0..200u8 {
+            let ip: IpAddr = format!("10.1.{k}.1").parse().unwrap();
+            let e = ExposedIp::announced(ip, ExposureKind::TenantPort, format!("p{k}"));
+            roots.insert(k, (next_version(), vec![(ScopeId::Global, Arc::new(e))]));
+        }
+        let mut layout = IpLayout::default();
+        let mut first = ExposureSet::default();
+        lay(&mut layout, &roots, &mut first);
+        assert_eq!(layout.stats().roots_laid, 200);
+        let ip: IpAddr = "10.2.0.1".parse().unwrap();
+        let e = ExposedIp::announced(ip, ExposureKind::FloatingIp, "fip");
+        roots.insert(250, (next_version(), vec![(ScopeId::Global, Arc::new(e))]));
+        let mut second = ExposureSet::default();
+        lay(&mut layout, &roots, &mut second);
+        assert_eq!(
+            layout.stats(),
+            LayoutStats {
+                roots_laid: 1,
+                ips_decided: 1,
+                from_scratch: false
+            }
+        );
+        let (a, b) = (&first.global().ips, &second.global().ips);
+        let diff: Vec<_> = a.diff(b).collect();
+        assert_eq!(diff.len(), 1);
+        assert_eq!(b.len(), 201);
+    }
+
+    /// IPs exposed before the layout come first, as one by one they would.
+    #[test]
+    fn ips_exposed_before_come_first() {
+        let mut roots = Roots::new();
+        let (scope, e) = exposed([1, 1, 0, 0]);
+        roots.insert(1, (next_version(), vec![(scope, e)]));
+        let mut out = ExposureSet::default();
+        let (_, before) = exposed([1, 1, 1, 1]);
+        out.expose_ip(before.clone());
+        let mut layout = IpLayout::default();
+        lay(&mut layout, &roots, &mut out);
+        assert!(layout.stats().from_scratch);
+        assert!(Arc::ptr_eq(&out.global().ips[&before.ip], &before));
+        assert_eq!(out.global().shadowed.len(), 1);
+    }
+}
