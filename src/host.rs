@@ -32,7 +32,7 @@ use crate::exposure::{ExposureSet, SkippedRow};
 use crate::plugin::{
     self, ChangeScope, Driver, ExposureBackend, PluginContext, PluginError, SelectionError,
 };
-use crate::policy::{self, PolicyContext};
+use crate::policy::{self, PolicyContext, PolicyStage};
 use crate::system::{ChangeReport, DesiredSystem, ObjectError};
 use crate::telemetry::{HealthLimits, Stage, Telemetry};
 
@@ -124,7 +124,7 @@ pub struct Agent {
     backend_name: &'static str,
     driver: Box<dyn Driver>,
     backend: Box<dyn ExposureBackend>,
-    policy: PolicyContext,
+    policy: PolicyStage,
     /// Shared with the telemetry's snapshot, not copied.
     last_skipped: Arc<Vec<SkippedRow>>,
     /// The objects the last apply did not apply (see [`Agent::log_errors`]).
@@ -170,7 +170,7 @@ impl Agent {
         backend_name: &'static str,
         backend: Box<dyn ExposureBackend>,
     ) -> Self {
-        let policy = PolicyContext::from_config(&ctx.config.policy);
+        let policy = PolicyStage::new(PolicyContext::from_config(&ctx.config.policy));
         let d = &ctx.config.default;
         let limits = HealthLimits {
             // The repair timer wakes the loop every frr_reconcile_interval.
@@ -270,7 +270,7 @@ impl Agent {
         }
         protected.sort();
         protected.dedup();
-        self.policy.protected = protected;
+        self.policy.set_protected(protected);
     }
 
     /// Log an object not applied once when the problem appears, and when it is gone, not at
@@ -302,13 +302,13 @@ impl Agent {
     }
 
     /// The driver's exposures after the policy stage.
-    fn exposures(&self) -> Result<ExposureSet, PluginError> {
+    fn exposures(&mut self) -> Result<ExposureSet, PluginError> {
         let started = tokio::time::Instant::now();
         let mut exposures = self.driver.desired_exposures()?;
         let computed = tokio::time::Instant::now();
         self.telemetry
             .stage_took(Stage::Compute, computed - started);
-        policy::apply(&mut exposures, &self.policy);
+        self.policy.apply(&mut exposures);
         self.telemetry.stage_took(Stage::Policy, computed.elapsed());
         Ok(exposures)
     }

@@ -10,12 +10,14 @@
 //! database traffic); and a tenant IP equal to a floating IP exposed in the same scope (the
 //! floating IP keeps the address).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use imbl::ordmap::DiffItem;
 use ipnet::IpNet;
 
 use crate::config::PolicySection;
-use crate::exposure::{ExposedIp, ExposureKind, ExposureSet, POLICY, SkippedRow};
+use crate::exposure::{ExposedIp, ExposureKind, ExposureSet, IpMap, POLICY, ScopeId, SkippedRow};
 
 /// What the policy stage protects, gathered by the host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -101,61 +103,148 @@ fn refused(row: &str, reason: String) -> SkippedRow {
     }
 }
 
-/// Take every refused exposure out of `set` and record it in `set.skipped`.
+/// Take every refused exposure out of `set` and record it in `set.skipped` (from scratch: see
+/// [`PolicyStage`] for the stage that keeps its last verdicts).
+#[cfg(test)]
 pub(crate) fn apply(set: &mut ExposureSet, ctx: &PolicyContext) {
-    let mut skipped = Vec::new();
-    for (scope_id, scope) in &mut set.scopes {
-        resolve_shadowed(scope, &mut skipped);
-        // The refused IPs are found, then taken out one by one: the map of the kept ones still
-        // shares its tree with the driver's (a rebuilt map would share nothing).
-        let refused_ips: Vec<IpAddr> = scope
-            .ips
-            .iter()
-            .filter_map(|(ip, exposed)| {
-                let reason = ctx.refuse_ip(*ip)?;
-                skipped.push(refused(
-                    &exposed.source,
-                    format!("{:?} in scope {scope_id}: {reason}", exposed.kind),
-                ));
-                Some(*ip)
-            })
-            .collect();
-        for ip in &refused_ips {
-            scope.ips.remove(ip);
+    PolicyStage::new(ctx.clone()).apply(set);
+}
+
+/// One scope's IPs as the stage last saw and left them.
+#[derive(Debug)]
+struct LastIps {
+    /// The driver's IPs, after the shadowed ones were resolved.
+    input: IpMap,
+    /// What was kept of them.
+    kept: IpMap,
+    /// The refused ones, with their report.
+    refused: BTreeMap<IpAddr, SkippedRow>,
+}
+
+/// The policy stage (see the module's documentation), keeping its verdicts on the IPs between
+/// calls: a set whose IPs share their maps with the last one (the drivers' layout) is judged
+/// by what differs (issue 17: a gateway exposing 30k IPs checks the one that came, not the
+/// 30k). The result is the same as judging everything again, which the tests check.
+#[derive(Debug)]
+pub(crate) struct PolicyStage {
+    ctx: PolicyContext,
+    last: BTreeMap<ScopeId, LastIps>,
+}
+
+impl PolicyStage {
+    pub(crate) fn new(ctx: PolicyContext) -> Self {
+        Self {
+            ctx,
+            last: BTreeMap::new(),
         }
-        scope
-            .routes
-            .retain(|net, route| match ctx.refuse_prefix(*net) {
-                Some(reason) => {
-                    skipped.push(refused(
-                        &route.source,
-                        format!("route in scope {scope_id}: {reason}"),
-                    ));
-                    false
+    }
+
+    /// Protect these addresses from now on (the host's own, the OVSDB remotes'): the next
+    /// set is judged from scratch when they changed.
+    pub(crate) fn set_protected(&mut self, protected: Vec<IpAddr>) {
+        if self.ctx.protected != protected {
+            self.ctx.protected = protected;
+            self.last.clear();
+        }
+    }
+
+    /// Take every refused exposure out of `set` and record it in `set.skipped`.
+    pub(crate) fn apply(&mut self, set: &mut ExposureSet) {
+        let ctx = &self.ctx;
+        let mut skipped = Vec::new();
+        let mut last = std::mem::take(&mut self.last);
+        for (scope_id, scope) in &mut set.scopes {
+            resolve_shadowed(scope, &mut skipped);
+            let judged = judge_ips(ctx, *scope_id, &scope.ips, last.remove(scope_id));
+            scope.ips = judged.kept.clone();
+            skipped.extend(judged.refused.values().cloned());
+            self.last.insert(*scope_id, judged);
+            scope
+                .routes
+                .retain(|net, route| match ctx.refuse_prefix(*net) {
+                    Some(reason) => {
+                        skipped.push(refused(
+                            &route.source,
+                            format!("route in scope {scope_id}: {reason}"),
+                        ));
+                        false
+                    }
+                    None => true,
+                });
+            scope.subnets.retain(|subnet| {
+                let reason = ctx
+                    .refuse_prefix(subnet.router_ip.trunc())
+                    .or_else(|| ctx.refuse_ip(subnet.via).map(|r| format!("via {r}")));
+                match reason {
+                    Some(reason) => {
+                        skipped.push(refused(
+                            &subnet.source,
+                            format!("tenant subnet in scope {scope_id}: {reason}"),
+                        ));
+                        false
+                    }
+                    None => true,
                 }
-                None => true,
             });
-        scope.subnets.retain(|subnet| {
-            let reason = ctx
-                .refuse_prefix(subnet.router_ip.trunc())
-                .or_else(|| ctx.refuse_ip(subnet.via).map(|r| format!("via {r}")));
-            match reason {
-                Some(reason) => {
-                    skipped.push(refused(
-                        &subnet.source,
-                        format!("tenant subnet in scope {scope_id}: {reason}"),
-                    ));
-                    false
-                }
-                None => true,
+        }
+        // Recorded once each, in linear time: a flood of refused exposures (a tenant's 10k IPs
+        // in a protected range) must not cost a quadratic search per reconcile.
+        for s in skipped {
+            set.skip_index.record(&mut set.skipped, s);
+        }
+    }
+}
+
+/// Why an exposed IP is refused, as reported.
+fn refused_ip(ctx: &PolicyContext, scope: ScopeId, exposed: &ExposedIp) -> Option<SkippedRow> {
+    let reason = ctx.refuse_ip(exposed.ip)?;
+    Some(refused(
+        &exposed.source,
+        format!("{:?} in scope {scope}: {reason}", exposed.kind),
+    ))
+}
+
+/// A scope's IPs judged: from the last verdicts when there are some (only the IPs that differ
+/// from the last input are looked at), from scratch otherwise. The refused IPs are taken out of
+/// the kept map one by one, so it shares its tree with the input (a rebuilt map would share
+/// nothing with the next stage's last one).
+fn judge_ips(ctx: &PolicyContext, scope: ScopeId, input: &IpMap, last: Option<LastIps>) -> LastIps {
+    let Some(mut last) = last else {
+        let mut kept = input.clone();
+        let mut refused = BTreeMap::new();
+        for (ip, exposed) in input {
+            if let Some(row) = refused_ip(ctx, scope, exposed) {
+                refused.insert(*ip, row);
+                kept.remove(ip);
             }
-        });
+        }
+        return LastIps {
+            input: input.clone(),
+            kept,
+            refused,
+        };
+    };
+    for d in last.input.diff(input) {
+        let (ip, now) = match d {
+            DiffItem::Add(ip, e) | DiffItem::Update { new: (ip, e), .. } => (ip, Some(e)),
+            DiffItem::Remove(ip, _) => (ip, None),
+        };
+        last.refused.remove(ip);
+        match now.map(|e| (e, refused_ip(ctx, scope, e))) {
+            None => {
+                last.kept.remove(ip);
+            }
+            Some((_, Some(row))) => {
+                last.refused.insert(*ip, row);
+                last.kept.remove(ip);
+            }
+            Some((e, None)) => {
+                last.kept.insert(*ip, e.clone());
+            }
+        }
     }
-    // Recorded once each, in linear time: a flood of refused exposures (a tenant's 10k IPs in
-    // a protected range) must not cost a quadratic search per reconcile.
-    for s in skipped {
-        set.skip_index.record(&mut set.skipped, s);
-    }
+    last.input = input.clone();
+    last
 }
 
 /// A tenant IP and a floating IP with the same address in one scope: the floating IP keeps it
@@ -212,10 +301,76 @@ pub(crate) fn remote_ips(remotes: &str) -> Vec<IpAddr> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::sync::Arc;
 
     use super::*;
     use crate::exposure::{ExposedRoute, ExposedSubnet, ProviderNetwork, RouteKind, ScopeId};
     use crate::types::InterfaceName;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// After every step of a random sequence (IPs coming, going, changing kind or source,
+        /// some unroutable or protected, tenant IPs shadowed by floating IPs, the protected
+        /// addresses changing), the stage that keeps its verdicts gives what judging the same
+        /// set from scratch gives: the IPs kept and the rows reported, in order.
+        #[test]
+        fn keeping_verdicts_equals_judging_from_scratch(
+            steps in proptest::collection::vec(
+                (
+                    proptest::collection::vec((0u8..24, 0u8..4, proptest::bool::ANY), 0..8),
+                    proptest::option::of(0u8..24),
+                ),
+                1..10,
+            ),
+        ) {
+            // A small address space where some addresses are refused.
+            let ip = |n: u8| -> IpAddr {
+                match n % 6 {
+                    0 => format!("127.0.0.{n}"),
+                    1 => format!("192.0.2.{n}"),
+                    _ => format!("10.0.0.{n}"),
+                }
+                .parse()
+                .unwrap()
+            };
+            let mut ips = IpMap::new();
+            let mut stage = PolicyStage::new(ctx());
+            let mut protected = ctx().protected;
+            for (changes, protect) in steps {
+                let mut shadowed = Vec::new();
+                for (n, what, tenant) in changes {
+                    let kind = if tenant { ExposureKind::TenantPort } else { ExposureKind::FloatingIp };
+                    match what {
+                        0 => {
+                            ips.remove(&ip(n));
+                        }
+                        // A later producer of another kind, shadowed.
+                        1 => shadowed.push(Arc::new(ExposedIp::announced(ip(n), kind, format!("later-{n}")))),
+                        _ => {
+                            let e = ExposedIp::announced(ip(n), kind, format!("port-{what}"));
+                            ips.insert(ip(n), Arc::new(e));
+                        }
+                    }
+                }
+                if let Some(n) = protect {
+                    protected = vec![ip(n)];
+                    stage.set_protected(protected.clone());
+                }
+                let make = || {
+                    let mut set = ExposureSet::default();
+                    let scope = set.global_mut();
+                    scope.ips = ips.clone();
+                    scope.shadowed = shadowed.clone();
+                    set
+                };
+                let (mut kept, mut scratch) = (make(), make());
+                stage.apply(&mut kept);
+                apply(&mut scratch, &PolicyContext { protected: protected.clone(), ..ctx() });
+                proptest::prop_assert_eq!(&kept.global().ips, &scratch.global().ips);
+                proptest::prop_assert_eq!(&kept.skipped, &scratch.skipped);
+            }
+        }
+    }
 
     fn ctx() -> PolicyContext {
         PolicyContext {
