@@ -7,11 +7,12 @@
 //! read lock. Metrics are those of the `prometheus-client` crate, with the
 //! `ovn_bgp_agent_` prefix; process figures are read from `/proc/self` at scrape time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use imbl::ordmap::DiffItem;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -21,7 +22,7 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tokio::sync::RwLock;
 
-use crate::exposure::{ExposureKind, ExposureSet, SkippedRow};
+use crate::exposure::{ExposedIp, ExposureKind, ExposureSet, IpMap, ScopeId, SkippedRow};
 use crate::system::{ChangeReport, DesiredSystem};
 
 /// Process-wide metrics the capability layer records into (it has no handle on the host's
@@ -404,6 +405,7 @@ pub struct Telemetry {
     /// Counts of the last exposures (addresses, routes, subnets, refusals), for `STATUS=`.
     counts: [AtomicU64; 4],
     snapshot: RwLock<Snapshot>,
+    ip_counts: std::sync::Mutex<IpCounts>,
     reconciles: Family<ResultLabels, Counter>,
     reconcile_seconds: Family<TriggerLabels, Histogram>,
     stage_seconds: Family<StageLabels, Histogram>,
@@ -434,6 +436,46 @@ fn now_ms() -> u64 {
 }
 
 /// `ip` label value of an exposure family.
+/// Exposed IPs by kind and family, kept with the maps they were counted from: the next maps
+/// (which share their trees with these, issue 17) are counted by what differs.
+#[derive(Debug, Default)]
+struct IpCounts {
+    maps: BTreeMap<ScopeId, IpMap>,
+    counts: BTreeMap<(ExposureKind, &'static str), i64>,
+}
+
+impl IpCounts {
+    fn count(&mut self, exposures: &ExposureSet) -> BTreeMap<(ExposureKind, &'static str), i64> {
+        let mut add = |ip: &ExposedIp, n: i64| {
+            *self.counts.entry((ip.kind, family(&ip.ip))).or_default() += n;
+        };
+        let empty = IpMap::new();
+        let last = std::mem::take(&mut self.maps);
+        let ids: BTreeSet<&ScopeId> = last.keys().chain(exposures.scopes.keys()).collect();
+        for id in ids {
+            let old = last.get(id).unwrap_or(&empty);
+            let new = exposures.scopes.get(id).map_or(&empty, |s| &s.ips);
+            for d in old.diff(new) {
+                match d {
+                    DiffItem::Add(_, e) => add(e, 1),
+                    DiffItem::Remove(_, e) => add(e, -1),
+                    DiffItem::Update { old, new } => {
+                        add(old.1, -1);
+                        add(new.1, 1);
+                    }
+                }
+            }
+        }
+        self.counts.retain(|_, n| *n != 0);
+        self.maps = exposures
+            .scopes
+            .iter()
+            .map(|(id, s)| (*id, s.ips.clone()))
+            .collect();
+        self.counts.clone()
+    }
+}
+
 fn family(ip: &std::net::IpAddr) -> &'static str {
     if ip.is_ipv4() { "ipv4" } else { "ipv6" }
 }
@@ -471,6 +513,7 @@ impl Telemetry {
             ready: AtomicU64::new(0),
             counts: Default::default(),
             snapshot: RwLock::new(Snapshot::default()),
+            ip_counts: Default::default(),
             reconciles: Family::default(),
             reconcile_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -648,12 +691,14 @@ impl Telemetry {
         skipped: Arc<Vec<SkippedRow>>,
     ) {
         // Counted by kind first: the names are looked up once per kind, not once per address.
-        let mut ips: BTreeMap<(ExposureKind, &'static str), i64> = BTreeMap::new();
+        // The IPs (tens of thousands) by what differs from the last count's maps.
+        let ips = self
+            .ip_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .count(&exposures);
         let mut others: BTreeMap<(&'static str, &'static str), i64> = BTreeMap::new();
         for scope in exposures.scopes.values() {
-            for ip in scope.ips.values() {
-                *ips.entry((ip.kind, family(&ip.ip))).or_default() += 1;
-            }
             for r in scope.routes.values() {
                 *others
                     .entry(("route", family(&r.prefix.addr())))
@@ -945,6 +990,47 @@ mod tests {
             ReconcileResult::Partial
         );
         assert_eq!(s.exposures.global().ips.len(), 2);
+    }
+
+    proptest::proptest! {
+        /// Counted by what differs from the last maps (two scopes coming and going, IPs
+        /// coming, going and changing kind), the counts are those of counting from scratch.
+        #[test]
+        fn ip_counts_kept_equal_counting_from_scratch(
+            steps in proptest::collection::vec(
+                proptest::collection::vec((proptest::bool::ANY, 0u8..16, 0u8..3), 0..10),
+                1..10,
+            ),
+        ) {
+            let kinds = [ExposureKind::ProviderPort, ExposureKind::FloatingIp, ExposureKind::TenantPort];
+            let mut set = ExposureSet::default();
+            let mut kept = IpCounts::default();
+            for changes in steps {
+                for (evpn, n, what) in changes {
+                    let scope = if evpn {
+                        ScopeId::Evpn(crate::caps::frr::values::Vni::new(7).unwrap())
+                    } else {
+                        ScopeId::Global
+                    };
+                    let ip: std::net::IpAddr = if n % 2 == 0 {
+                        format!("10.0.0.{n}").parse().unwrap()
+                    } else {
+                        format!("fd00::{n}").parse().unwrap()
+                    };
+                    let ips = &mut set.scope_mut(scope).ips;
+                    if what == 0 && ips.contains_key(&ip) {
+                        ips.remove(&ip);
+                    } else {
+                        ips.insert(ip, Arc::new(ExposedIp::announced(ip, kinds[usize::from(what)], "p")));
+                    }
+                    if n == 15 {
+                        set.scopes.remove(&scope);
+                    }
+                }
+                let counted = kept.count(&set);
+                proptest::prop_assert_eq!(counted, IpCounts::default().count(&set));
+            }
+        }
     }
 
     #[test]
