@@ -582,6 +582,7 @@ def measure(lab, w, agent, args, counts):
     res["bind"]["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
     res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
     res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)
+    res["bind"]["agent_user_cpu_ms_per_event"] = round((cpu1[2] - cpu0[2]) * 1000 / len(events), 2)
     res["bind"]["wall_s"] = round(time.time() - t_cpu0, 1)
     log(f"bind: {res['bind']['from_send']}")
     res["unbind"] = one_by_one(events, False)
