@@ -70,6 +70,7 @@ struct RootResult {
 
 /// A root in the order of production: the chassis row (in uuid order), then the port (in
 /// `(logical_port, uuid)` order, as the model's index holds them).
+#[derive(Clone, Copy)]
 struct RootOrder<'a> {
     chassis: &'a Uuid,
     port: &'a PortBinding,
@@ -165,14 +166,7 @@ impl ExposureCache {
                 Produced::Ip(ip) => Some((ScopeId::Global, ip)),
                 _ => None,
             });
-            (
-                RootOrder {
-                    chassis: order.chassis,
-                    port: order.port,
-                },
-                root.version,
-                ips,
-            )
+            (*order, root.version, ips)
         });
         self.layout.lay(laid, &mut out);
         for s in subnets {
