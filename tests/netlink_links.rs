@@ -4,20 +4,10 @@
 
 mod netlink_support;
 
-use netlink_support::{TestNetns, ifname};
+use netlink_support::{TestNetns, ifname, up_link};
 use ovn_bgp_agent::caps::netlink::{nic_link_kind, vrf_link_kind};
 use ovn_bgp_agent::system::*;
 use ovn_bgp_agent::types::MacAddr;
-
-fn link(name: &str, kind: LinkKind) -> LinkSpec {
-    LinkSpec {
-        name: ifname(name),
-        kind,
-        master: None,
-        mac: None,
-        up: true,
-    }
-}
 
 fn vxlan(vni: u32) -> LinkKind {
     LinkKind::Vxlan {
@@ -48,12 +38,12 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
         ownership: owned_by_marker(),
         ..Default::default()
     };
-    d.links.insert(link("tst-br", LinkKind::Bridge));
-    d.links.insert(link("tst-ifb", LinkKind::Ifb));
+    d.links.insert(up_link("tst-br", LinkKind::Bridge));
+    d.links.insert(up_link("tst-ifb", LinkKind::Ifb));
     d.links.insert(LinkSpec {
         master: Some(ifname("tst-br")),
         mac: Some(mac),
-        ..link(
+        ..up_link(
             "tst-v0",
             LinkKind::Veth {
                 peer: ifname("tst-v1"),
@@ -62,7 +52,7 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
     });
     d.links.insert(LinkSpec {
         master: Some(ifname("tst-br")),
-        ..link("tst-vx", vxlan(100))
+        ..up_link("tst-vx", vxlan(100))
     });
 
     let r = ns.reconciler();
@@ -130,7 +120,7 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
     moved.links.retain(|l| l.name.as_str() != "tst-vx");
     moved.links.insert(LinkSpec {
         master: Some(ifname("tst-br")),
-        ..link(
+        ..up_link(
             "tst-vx",
             LinkKind::Vxlan {
                 vni: 100,
@@ -174,7 +164,7 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
     d2.links.retain(|l| l.name.as_str() != "tst-vx");
     d2.links.insert(LinkSpec {
         master: Some(ifname("tst-br")),
-        ..link("tst-vx", vxlan(200))
+        ..up_link("tst-vx", vxlan(200))
     });
     let recreated = r.reconcile(&d2).await.unwrap();
     assert!(recreated.errors.is_empty(), "{:#?}", recreated.errors);
@@ -188,7 +178,7 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
         "10.0.0.1",
     ]);
     let mut d3 = d2.clone();
-    d3.links.insert(link("ext-vx", vxlan(301)));
+    d3.links.insert(up_link("ext-vx", vxlan(301)));
     let refused = r.reconcile(&d3).await.unwrap();
     assert_eq!(refused.errors.len(), 1, "{:#?}", refused.errors);
     assert!(
@@ -231,17 +221,17 @@ async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
     assert!(!r.link_kind_supported("nosuchkind").await.unwrap());
     let cases = [
         (
-            link("bgp-vrf", vrf_link_kind("vrf", 10).unwrap()),
+            up_link("bgp-vrf", vrf_link_kind("vrf", 10).unwrap()),
             "vrf",
             "cannot create bgp-vrf of kind vrf: the kernel has no vrf support (modprobe vrf, or set [linux] vrf_device_kind = bridge)",
         ),
         (
-            link("bgp-nic", nic_link_kind("dummy").unwrap()),
+            up_link("bgp-nic", nic_link_kind("dummy").unwrap()),
             "dummy",
             "cannot create bgp-nic of kind dummy: the kernel has no dummy support (modprobe dummy, or set [linux] nic_device_kind = ifb)",
         ),
         (
-            link(
+            up_link(
                 "br-ex.100",
                 LinkKind::Vlan {
                     parent: ifname("br-ex"),
@@ -257,7 +247,7 @@ async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
         let name = spec.name.to_string();
         let d = DesiredSystem {
             // The VLAN's parent is created in the same reconcile (before the VLAN).
-            links: [spec, link("br-ex", LinkKind::Bridge)].into(),
+            links: [spec, up_link("br-ex", LinkKind::Bridge)].into(),
             ..Default::default()
         };
         let report = r.reconcile(&d).await.unwrap();
@@ -285,10 +275,10 @@ async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
     // The stand-ins configured for such kernels work here.
     let d = DesiredSystem {
         links: [
-            link("bgp-vrf", vrf_link_kind("bridge", 10).unwrap()),
+            up_link("bgp-vrf", vrf_link_kind("bridge", 10).unwrap()),
             LinkSpec {
                 master: Some(ifname("bgp-vrf")),
-                ..link("bgp-nic", nic_link_kind("ifb").unwrap())
+                ..up_link("bgp-nic", nic_link_kind("ifb").unwrap())
             },
         ]
         .into(),
@@ -319,8 +309,8 @@ async fn devices_created_with_their_objects_end_up_up() {
         },
         ..Default::default()
     };
-    d.links.insert(link("tst-nic", LinkKind::Ifb));
-    d.links.insert(link("tst-br", LinkKind::Bridge));
+    d.links.insert(up_link("tst-nic", LinkKind::Ifb));
+    d.links.insert(up_link("tst-br", LinkKind::Bridge));
     for i in 1..=50u8 {
         d.addresses.insert(AddressSpec {
             dev: ifname("tst-nic"),
@@ -380,7 +370,7 @@ async fn links_are_owned_by_exact_name_or_alias_never_by_prefix() {
     }
     ns.ip(&["link", "set", "br-100", "alias", AGENT_LINK_ALIAS]);
     let d = DesiredSystem {
-        links: [link("bgp-vrf", LinkKind::Bridge)].into(),
+        links: [up_link("bgp-vrf", LinkKind::Bridge)].into(),
         ownership: Ownership {
             link_names: [ifname("bgp-vrf")].into(),
             vlan_parents: [ifname("br-ex")].into(),
@@ -414,7 +404,7 @@ async fn links_are_owned_by_exact_name_or_alias_never_by_prefix() {
     // A link the agent creates is marked at once, and so recognised after a "restart" (a new
     // reconciler) whose desired state no longer lists it and owns no name.
     let d2 = DesiredSystem {
-        links: [link("br-200", LinkKind::Bridge)].into(),
+        links: [up_link("br-200", LinkKind::Bridge)].into(),
         ..Default::default()
     };
     let created = r.reconcile(&d2).await.unwrap();
@@ -473,7 +463,7 @@ async fn an_existing_device_is_set_up_and_never_created() {
     let rec = ns.reconciler();
     let mut desired = DesiredSystem::default();
     for name in ["br-prov", "br-missing"] {
-        desired.links.insert(link(name, LinkKind::Existing));
+        desired.links.insert(up_link(name, LinkKind::Existing));
     }
     let report = rec.reconcile(&desired).await.unwrap();
     assert!(report.errors.is_empty(), "{report:?}");

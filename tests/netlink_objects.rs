@@ -7,7 +7,7 @@ mod netlink_support;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use netlink_support::{TestNetns, ifname};
+use netlink_support::{TestNetns, ifname, up_link};
 use ovn_bgp_agent::system::*;
 
 fn net(s: &str) -> ipnet::IpNet {
@@ -20,16 +20,6 @@ fn ip(s: &str) -> IpAddr {
 const T: u32 = 200;
 const T_UNREACH: u32 = 201;
 const PRIO: u32 = 1000;
-
-fn link(name: &str, kind: LinkKind) -> LinkSpec {
-    LinkSpec {
-        name: ifname(name),
-        kind,
-        master: None,
-        mac: None,
-        up: true,
-    }
-}
 
 fn dev_route(table: u32, dst: &str, dev: &str, scope_link: bool) -> RouteSpec {
     RouteSpec {
@@ -54,8 +44,8 @@ fn to_rule(dst: &str) -> RuleSpec {
 /// The state of acceptance rows A5/A6, B1 and C1 for one provider IP and one router gateway.
 fn desired() -> DesiredSystem {
     let mut d = DesiredSystem::default();
-    d.links.insert(link("bgp-nic", LinkKind::Ifb));
-    d.links.insert(link("br-ex", LinkKind::Bridge));
+    d.links.insert(up_link("bgp-nic", LinkKind::Ifb));
+    d.links.insert(up_link("br-ex", LinkKind::Bridge));
     for (dev, a) in [
         ("bgp-nic", "172.24.100.10/32"),
         ("bgp-nic", "2001:db8::10/128"),
@@ -467,7 +457,7 @@ async fn sysctls_of_a_dotted_device_name_use_the_slash_form() {
     let ns = TestNetns::new();
     let mut d = DesiredSystem::default();
     // A VLAN-style name (`<bridge[:10]>.<vid>`); a bridge here, the kernel lacks 8021q.
-    d.links.insert(link("br-ex.100", LinkKind::Bridge));
+    d.links.insert(up_link("br-ex.100", LinkKind::Bridge));
     d.sysctls.insert(
         "net.ipv4.conf.br-ex/100.proxy_arp".to_owned(),
         "1".to_owned(),
@@ -712,7 +702,7 @@ async fn a_swept_table_loses_its_stray_routes_but_never_bgp_kernel_or_other_tabl
     ]);
 
     let mut d = DesiredSystem::default();
-    d.links.insert(link("bgp-nic", LinkKind::Ifb));
+    d.links.insert(up_link("bgp-nic", LinkKind::Ifb));
     d.ownership.link_names.insert(ifname("bgp-nic"));
     d.routes
         .insert(dev_route(10, "172.24.4.0/24", "bgp-nic", true));
