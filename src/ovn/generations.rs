@@ -80,13 +80,16 @@ pub struct CacheStats {
     pub recomputed: usize,
 }
 
-/// What one computation read: each lookup with its generation then.
+/// What one computation read: each lookup with its generation then (the per-root caches of the
+/// SB and NB BGP drivers).
+#[cfg(any(feature = "sb_bgp", feature = "nb_bgp"))]
 #[derive(Debug, Clone)]
 pub(crate) struct ReadSet<K> {
     epoch: u64,
     read: Vec<(K, u64)>,
 }
 
+#[cfg(any(feature = "sb_bgp", feature = "nb_bgp"))]
 impl<K: Hash + Eq + Ord> ReadSet<K> {
     /// `read`: the lookups made, in any order and with repeats.
     pub(crate) fn new(generations: &Generations<K>, mut read: Vec<(K, u64)>) -> Self {
