@@ -295,6 +295,37 @@ pub struct NdPrefix {
 /// nodes they do not share ([`imbl::OrdMap::diff`]); serialized as a map (issue 17).
 pub type IpMap = imbl::OrdMap<IpAddr, Arc<ExposedIp>>;
 
+/// An IP that differs between two versions of a scope's map: gone (`new` is `None`), come
+/// (`old` is `None`) or changed (both).
+pub(crate) struct IpChange<'a> {
+    pub ip: &'a IpAddr,
+    pub old: Option<&'a Arc<ExposedIp>>,
+    pub new: Option<&'a Arc<ExposedIp>>,
+}
+
+/// The IPs that differ between `old` and `new`, in address order, found by visiting only the
+/// nodes the two maps do not share: what the stages after the driver (policy, render,
+/// telemetry) look at per event.
+pub(crate) fn ip_changes<'a>(old: &'a IpMap, new: &'a IpMap) -> impl Iterator<Item = IpChange<'a>> {
+    old.diff(new).map(|d| match d {
+        imbl::ordmap::DiffItem::Add(ip, e) => IpChange {
+            ip,
+            old: None,
+            new: Some(e),
+        },
+        imbl::ordmap::DiffItem::Remove(ip, e) => IpChange {
+            ip,
+            old: Some(e),
+            new: None,
+        },
+        imbl::ordmap::DiffItem::Update { old, new } => IpChange {
+            ip: new.0,
+            old: Some(old.1),
+            new: Some(new.1),
+        },
+    })
+}
+
 /// Everything exposed in one routing domain.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExposureScope {

@@ -17,7 +17,6 @@ pub mod exposure;
 pub(crate) mod hash;
 pub mod host;
 pub(crate) mod logging;
-pub(crate) mod merge;
 pub(crate) mod notify;
 pub mod ovn;
 pub mod plugin;

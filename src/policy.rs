@@ -13,11 +13,12 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use imbl::ordmap::DiffItem;
 use ipnet::IpNet;
 
 use crate::config::PolicySection;
-use crate::exposure::{ExposedIp, ExposureKind, ExposureSet, IpMap, POLICY, ScopeId, SkippedRow};
+use crate::exposure::{
+    ExposedIp, ExposureKind, ExposureSet, IpMap, POLICY, ScopeId, SkippedRow, ip_changes,
+};
 
 /// What the policy stage protects, gathered by the host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -224,13 +225,10 @@ fn judge_ips(ctx: &PolicyContext, scope: ScopeId, input: &IpMap, last: Option<La
             refused,
         };
     };
-    for d in last.input.diff(input) {
-        let (ip, now) = match d {
-            DiffItem::Add(ip, e) | DiffItem::Update { new: (ip, e), .. } => (ip, Some(e)),
-            DiffItem::Remove(ip, _) => (ip, None),
-        };
+    for change in ip_changes(&last.input, input) {
+        let ip = change.ip;
         last.refused.remove(ip);
-        match now.map(|e| (e, refused_ip(ctx, scope, e))) {
+        match change.new.map(|e| (e, refused_ip(ctx, scope, e))) {
             None => {
                 last.kept.remove(ip);
             }

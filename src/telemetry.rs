@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use imbl::ordmap::DiffItem;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,7 +21,9 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tokio::sync::RwLock;
 
-use crate::exposure::{ExposedIp, ExposureKind, ExposureSet, IpMap, ScopeId, SkippedRow};
+use crate::exposure::{
+    ExposedIp, ExposureKind, ExposureSet, IpMap, ScopeId, SkippedRow, ip_changes,
+};
 use crate::system::{ChangeReport, DesiredSystem};
 
 /// Process-wide metrics the capability layer records into (it has no handle on the host's
@@ -435,7 +436,6 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// `ip` label value of an exposure family.
 /// Exposed IPs by kind and family, kept with the maps they were counted from: the next maps
 /// (which share their trees with these, issue 17) are counted by what differs.
 #[derive(Debug, Default)]
@@ -455,14 +455,12 @@ impl IpCounts {
         for id in ids {
             let old = last.get(id).unwrap_or(&empty);
             let new = exposures.scopes.get(id).map_or(&empty, |s| &s.ips);
-            for d in old.diff(new) {
-                match d {
-                    DiffItem::Add(_, e) => add(e, 1),
-                    DiffItem::Remove(_, e) => add(e, -1),
-                    DiffItem::Update { old, new } => {
-                        add(old.1, -1);
-                        add(new.1, 1);
-                    }
+            for change in ip_changes(old, new) {
+                if let Some(e) = change.old {
+                    add(e, -1);
+                }
+                if let Some(e) = change.new {
+                    add(e, 1);
                 }
             }
         }
@@ -476,6 +474,7 @@ impl IpCounts {
     }
 }
 
+/// `ip` label value of an exposure family.
 fn family(ip: &std::net::IpAddr) -> &'static str {
     if ip.is_ipv4() { "ipv4" } else { "ipv6" }
 }

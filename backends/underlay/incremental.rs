@@ -21,10 +21,8 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use imbl::ordmap::DiffItem;
-
-use crate::exposure::{ExposedIp, ExposedRoute, ExposedSubnet, ExposureSet};
-use crate::merge::{Side, differences, keyed};
+use super::merge::{Side, differences, keyed};
+use crate::exposure::{ExposedIp, ExposedRoute, ExposedSubnet, ExposureSet, ip_changes};
 use crate::plugin::Rendered;
 use crate::system::DesiredSystem;
 
@@ -277,13 +275,11 @@ fn update(state: &mut State, settings: &UnderlaySettings, exposures: &Arc<Exposu
     // driver changed are visited; an IP in both is compared through its value (`Arc`s of
     // unchanged IPs are the same allocation: compared by pointer). The other classes (a few
     // per router) merged by their key.
-    let ips = old.ips.diff(&new.ips).flat_map(|d| match d {
-        DiffItem::Add(ip, e) => [Some((true, Item::Ip(ip, e))), None],
-        DiffItem::Remove(ip, e) => [Some((false, Item::Ip(ip, e))), None],
-        DiffItem::Update { old, new } => [
-            Some((false, Item::Ip(old.0, old.1))),
-            Some((true, Item::Ip(new.0, new.1))),
-        ],
+    let ips = ip_changes(&old.ips, &new.ips).flat_map(|c| {
+        [
+            c.old.map(|e| (false, Item::Ip(c.ip, e))),
+            c.new.map(|e| (true, Item::Ip(c.ip, e))),
+        ]
     });
     let routes = differences(&old.routes, &new.routes);
     let subnets = differences(old.subnets.iter().map(keyed), new.subnets.iter().map(keyed));

@@ -1,6 +1,6 @@
-//! The entries that differ between two collections ordered by key, found in one merge: what the
-//! delta stages compare their last input with (the underlay backend's exposure sets, the kernel
-//! reconciler's desired states).
+//! The entries that differ between two collections ordered by key, found in one merge: how the
+//! incremental render compares the routes and subnets of its last exposure set with the new
+//! one's (the IPs, in persistent maps, are compared by `exposure::ip_changes`).
 
 /// One side of a difference.
 pub(crate) enum Side<'a, K, V> {

@@ -11,6 +11,7 @@
 //! something new, [`ExposureBackend::changed`] fires and the host reconciles again.
 
 pub mod incremental;
+mod merge;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
