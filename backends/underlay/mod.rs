@@ -335,11 +335,13 @@ impl ExposureBackend for UnderlayBackend {
     }
 
     fn desired_system_shared(&self, exposures: &Arc<ExposureSet>) -> Result<Rendered, PluginError> {
-        let mut rendered = self
-            .incremental
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .render(&self.settings, &self.facts, exposures);
+        // A panic in a render leaves a state the next render would build on: start again.
+        let mut incremental = self.incremental.lock().unwrap_or_else(|e| {
+            let mut guard = e.into_inner();
+            *guard = Default::default();
+            guard
+        });
+        let mut rendered = incremental.render(&self.settings, &self.facts, exposures);
         rendered.system.frr = self.frr_snippets.clone();
         Ok(rendered)
     }

@@ -2,6 +2,7 @@
 //! VXLAN, routes in the VNI table, FRR EVPN type-5 stanzas.
 //!
 //! - [`render`]: EVPN scopes → desired kernel/OVS/FRR objects (pure, unit-tested).
+//! - [`incremental`]: the same rendering as a delta of the last one (what the host uses).
 //! - `VrfBackend`: gathers what rendering needs from the system: the local VTEP address, the
 //!   VNI tables claimed in the rt_tables file, the VRFs kept by `delete_vrf_on_disconnect =
 //!   false`.
@@ -12,6 +13,7 @@
 //! Everything is desired state, so an FRR restart or a device deleted by hand is repaired by
 //! the next reconcile (U35).
 
+pub mod incremental;
 pub mod render;
 
 use std::collections::BTreeSet;
@@ -50,6 +52,8 @@ pub(crate) struct VrfBackend {
     /// VNIs whose table claims are in `facts`.
     claimed_for: BTreeSet<u32>,
     vtep_looked_at: Option<Instant>,
+    /// The last render, for the next one to be a delta of it.
+    incremental: std::sync::Mutex<incremental::IncrementalRender>,
 }
 
 impl VrfBackend {
@@ -63,6 +67,7 @@ impl VrfBackend {
             facts: Facts::default(),
             claimed_for: BTreeSet::new(),
             vtep_looked_at: None,
+            incremental: Default::default(),
         })
     }
 
@@ -196,6 +201,16 @@ impl ExposureBackend for VrfBackend {
 
     fn desired_system(&self, exposures: &ExposureSet) -> Result<Rendered, PluginError> {
         Ok(render::render(&self.settings, &self.facts, exposures))
+    }
+
+    fn desired_system_shared(&self, exposures: &Arc<ExposureSet>) -> Result<Rendered, PluginError> {
+        // A panic in a render leaves a state the next render would build on: start again.
+        let mut incremental = self.incremental.lock().unwrap_or_else(|e| {
+            let mut guard = e.into_inner();
+            *guard = Default::default();
+            guard
+        });
+        Ok(incremental.render(&self.settings, &self.facts, exposures))
     }
 }
 

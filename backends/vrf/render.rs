@@ -29,8 +29,8 @@ use crate::caps::frr::objects::FrrObject;
 use crate::caps::frr::templates::{AddVrf, ConfigureNd};
 use crate::caps::frr::values::{RouteDistinguisher, Vni};
 use crate::exposure::{
-    EvpnAttachment, EvpnParams, ExposureScope, ExposureSet, LocalnetAttachment, ProviderNetwork,
-    ScopeId,
+    EvpnAttachment, EvpnParams, ExposedIp, ExposureScope, ExposureSet, LocalnetAttachment,
+    ProviderNetwork, ScopeId,
 };
 use crate::plugin::Rendered;
 use crate::system::{
@@ -137,7 +137,7 @@ fn veth_pair_names(vni: Vni) -> (InterfaceName, InterfaceName) {
 }
 
 /// The devices through which a scope reaches OVS, per attachment.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Port {
     /// VRF-side device (routes and neighbours go on it).
     vrf_side: InterfaceName,
@@ -194,6 +194,40 @@ fn host_net(ip: IpAddr) -> IpNet {
 /// it is reported).
 pub fn render(settings: &VrfSettings, facts: &Facts, exposures: &ExposureSet) -> Rendered {
     let mut out = Rendered::default();
+    render_global_skip(exposures, &mut out);
+    render_base(facts, exposures, &mut out.system);
+    let mut rendered_vnis = BTreeSet::new();
+    for (id, scope) in &exposures.scopes {
+        let Some(pass) = frame_pass(settings, facts, exposures, id, scope) else {
+            continue;
+        };
+        for (row, reason) in pass.before_ips {
+            out.skip(row, reason);
+        }
+        match pass.frame {
+            Ok(mut framed) => {
+                let mut sink = FullSink {
+                    system: &mut framed.system,
+                    out: &mut out,
+                };
+                for ip in scope.ips.values() {
+                    render_ip(&framed.frame, ip, &mut sink);
+                }
+                for (row, reason) in framed.after_ips {
+                    out.skip(row, reason);
+                }
+                merge(&mut out.system, framed.system);
+                rendered_vnis.insert(framed.frame.vni);
+            }
+            Err(why) => out.skip(id.to_string(), why),
+        }
+    }
+    render_retained(settings, facts, &rendered_vnis, &mut out);
+    out
+}
+
+/// The report of what the global scope holds: nothing of it is this backend's.
+pub(super) fn render_global_skip(exposures: &ExposureSet, out: &mut Rendered) {
     let global = exposures.global();
     if !global.is_empty() {
         out.skip(
@@ -207,10 +241,12 @@ pub fn render(settings: &VrfSettings, facts: &Facts, exposures: &ExposureSet) ->
             ),
         );
     }
-    let d = &mut out.system;
-    // What stays the agent's after the scope that made it is gone: the VNI tables it claimed
-    // (their unreachable defaults outlive the VRF), its flow cookies and the NDP proxies on the
-    // provider bridges.
+}
+
+/// What stays the agent's after the scope that made it is gone: the VNI tables it claimed
+/// (their unreachable defaults outlive the VRF), its flow cookies and the NDP proxies on the
+/// provider bridges.
+pub(super) fn render_base(facts: &Facts, exposures: &ExposureSet, d: &mut DesiredSystem) {
     d.ownership
         .tables
         .extend(facts.claimed_tables.iter().copied());
@@ -220,33 +256,215 @@ pub fn render(settings: &VrfSettings, facts: &Facts, exposures: &ExposureSet) ->
     d.ownership
         .neighbour_devices
         .extend(exposures.bridges.keys().cloned());
-    let mut rendered_vnis = BTreeSet::new();
-    for (id, scope) in &exposures.scopes {
-        let ScopeId::Evpn(vni) = id else { continue };
-        let Some(params) = &scope.evpn else {
-            out.skip(id.to_string(), "EVPN scope without EVPN parameters");
+}
+
+/// The VRFs kept without exposures (`delete_vrf_on_disconnect = false`) that no scope rendered.
+pub(super) fn render_retained(
+    settings: &VrfSettings,
+    facts: &Facts,
+    rendered_vnis: &BTreeSet<Vni>,
+    out: &mut Rendered,
+) {
+    if settings.delete_vrf_on_disconnect {
+        return;
+    }
+    for (vni, params) in &facts.retained {
+        if rendered_vnis.contains(vni) {
             continue;
-        };
-        match render_scope(settings, facts, exposures, *vni, params, scope, &mut out) {
-            Ok(()) => {
-                rendered_vnis.insert(*vni);
-            }
-            Err(why) => out.skip(id.to_string(), why),
+        }
+        let mut bare = params.clone();
+        bare.attachments.clear();
+        if let Err(why) = render_vrf(settings, facts, *vni, &bare, &mut out.system) {
+            out.skip(format!("evpn:{vni} (retained)"), why);
         }
     }
-    if !settings.delete_vrf_on_disconnect {
-        for (vni, params) in &facts.retained {
-            if rendered_vnis.contains(vni) {
-                continue;
+}
+
+/// One EVPN scope without its IPs: what every IP of the scope is rendered against.
+pub(super) struct FramePass {
+    /// Reported whether or not the scope renders (an ND prefix FRR's template refuses).
+    pub(super) before_ips: Vec<(String, String)>,
+    /// The scope's frame, or why it cannot be realised (nothing of it is made).
+    pub(super) frame: Result<Framed, String>,
+}
+
+/// A scope's objects without its IPs', and what its IPs are rendered against.
+pub(super) struct Framed {
+    pub(super) system: DesiredSystem,
+    pub(super) frame: ScopeFrame,
+    /// Reported after the IPs' own reports (subnets that cannot be routed).
+    pub(super) after_ips: Vec<(String, String)>,
+}
+
+/// What one IP of a realised scope is rendered against: equal frames render an IP alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ScopeFrame {
+    pub(super) vni: Vni,
+    table: u32,
+    /// SB EVPN (a router gateway attachment): tenant addresses go on `lo-<vni>`.
+    gateway_flavour: bool,
+    /// The table of the kernel's local routes of `lo-<vni>`'s addresses.
+    local_table: u32,
+    ports: Vec<Port>,
+}
+
+impl ScopeFrame {
+    fn port_of(&self, provider: &Option<ProviderNetwork>) -> Option<&Port> {
+        match provider {
+            Some(p) => self
+                .ports
+                .iter()
+                .find(|port| same_network(&port.provider, p)),
+            // Only announced (a tenant IP routed via its gateway): the scope's only port.
+            None if self.ports.len() == 1 => self.ports.first(),
+            None => None,
+        }
+    }
+}
+
+/// The frame of scope `id` (`None`: not an EVPN scope).
+pub(super) fn frame_pass(
+    settings: &VrfSettings,
+    facts: &Facts,
+    exposures: &ExposureSet,
+    id: &ScopeId,
+    scope: &ExposureScope,
+) -> Option<FramePass> {
+    let ScopeId::Evpn(vni) = id else { return None };
+    let mut before_ips = Vec::new();
+    let frame = match &scope.evpn {
+        None => Err("EVPN scope without EVPN parameters".to_owned()),
+        Some(params) => render_frame(
+            settings,
+            facts,
+            exposures,
+            *vni,
+            params,
+            scope,
+            &mut before_ips,
+        ),
+    };
+    Some(FramePass { before_ips, frame })
+}
+
+/// One object an exposed IP of an EVPN scope renders to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum IpObject {
+    Address(AddressSpec),
+    LocalRoute(LocalRouteSuppression),
+    Route(RouteSpec),
+    Neighbour(NeighbourSpec),
+    ProxyNeighbour(ProxyNeighbourSpec),
+    /// A device whose neighbours (NDP proxies) are the agent's.
+    NeighbourDevice(InterfaceName),
+}
+
+impl IpObject {
+    /// Insert into `d`; false when it was there already.
+    pub(super) fn insert_into(self, d: &mut DesiredSystem) -> bool {
+        match self {
+            IpObject::Address(o) => d.addresses.insert(o).is_none(),
+            IpObject::LocalRoute(o) => d.suppressed_local_routes.insert(o),
+            IpObject::Route(o) => d.routes.insert(o).is_none(),
+            IpObject::Neighbour(o) => d.neighbours.insert(o).is_none(),
+            IpObject::ProxyNeighbour(o) => d.proxy_neighbours.insert(o).is_none(),
+            IpObject::NeighbourDevice(o) => d.ownership.neighbour_devices.insert(o),
+        }
+    }
+
+    pub(super) fn remove_from(&self, d: &mut DesiredSystem) {
+        match self {
+            IpObject::Address(o) => {
+                d.addresses.remove(o);
             }
-            let mut bare = params.clone();
-            bare.attachments.clear();
-            if let Err(why) = render_vrf(settings, facts, *vni, &bare, &mut out.system) {
-                out.skip(format!("evpn:{vni} (retained)"), why);
+            IpObject::LocalRoute(o) => {
+                d.suppressed_local_routes.remove(o);
+            }
+            IpObject::Route(o) => {
+                d.routes.remove(o);
+            }
+            IpObject::Neighbour(o) => {
+                d.neighbours.remove(o);
+            }
+            IpObject::ProxyNeighbour(o) => {
+                d.proxy_neighbours.remove(o);
+            }
+            IpObject::NeighbourDevice(o) => {
+                d.ownership.neighbour_devices.remove(o);
             }
         }
     }
-    out
+}
+
+/// Where an IP's objects and its report go.
+pub(super) trait IpSink {
+    fn object(&mut self, object: IpObject);
+    fn skip(&mut self, row: String, reason: &'static str);
+}
+
+/// A full render's sink: the scope's scratch system and the render's reports.
+struct FullSink<'a> {
+    system: &'a mut DesiredSystem,
+    out: &'a mut Rendered,
+}
+
+impl IpSink for FullSink<'_> {
+    fn object(&mut self, object: IpObject) {
+        object.insert_into(self.system);
+    }
+    fn skip(&mut self, row: String, reason: &'static str) {
+        self.out.skip(row, reason);
+    }
+}
+
+/// One exposed IP of a realised scope.
+pub(super) fn render_ip(frame: &ScopeFrame, ip: &ExposedIp, sink: &mut impl IpSink) {
+    let vni = frame.vni;
+    if frame.gateway_flavour && ip.provider.is_none() && ip.via.is_none() {
+        // A tenant address: on lo-<vni>, without the kernel's local route, so the VRF
+        // forwards traffic to it instead of delivering it here.
+        let lo = loopback_name(vni);
+        sink.object(IpObject::Address(AddressSpec {
+            dev: lo.clone(),
+            addr: host_net(ip.ip),
+        }));
+        sink.object(IpObject::LocalRoute(LocalRouteSuppression {
+            table: frame.local_table,
+            dst: ip.ip,
+            dev: lo,
+        }));
+        return;
+    }
+    let Some(port) = frame.port_of(&ip.provider) else {
+        sink.skip(
+            format!("evpn:{vni} {} ({})", ip.ip, ip.source),
+            "no attachment of this VRF to the IP's provider network",
+        );
+        return;
+    };
+    sink.object(IpObject::Route(RouteSpec {
+        table: frame.table,
+        dst: host_net(ip.ip),
+        route_type: RouteType::Unicast,
+        via: ip.via,
+        dev: Some(port.vrf_side.clone()),
+        scope_link: ip.via.is_none(),
+        metric: None,
+    }));
+    if let Some(mac) = ip.lladdr {
+        sink.object(IpObject::Neighbour(NeighbourSpec {
+            dev: port.vrf_side.clone(),
+            ip: ip.ip,
+            lladdr: mac,
+        }));
+    }
+    for prefix in &ip.ndp_proxy {
+        sink.object(IpObject::ProxyNeighbour(ProxyNeighbourSpec {
+            dev: port.ndp_device.clone(),
+            ip: prefix.addr(),
+        }));
+        sink.object(IpObject::NeighbourDevice(port.ndp_device.clone()));
+    }
 }
 
 /// The VRF, bridge, VXLAN device and FRR stanzas of one VNI.
@@ -322,17 +540,17 @@ fn render_vrf(
     Ok(())
 }
 
-/// One EVPN scope, into a scratch system merged only when the whole scope renders: a scope
-/// that cannot be realised leaves nothing half-made.
-fn render_scope(
+/// One EVPN scope without its IPs, into a scratch system merged only when the whole scope
+/// renders: a scope that cannot be realised leaves nothing half-made.
+fn render_frame(
     settings: &VrfSettings,
     facts: &Facts,
     exposures: &ExposureSet,
     vni: Vni,
     params: &EvpnParams,
     scope: &ExposureScope,
-    out: &mut Rendered,
-) -> Result<(), String> {
+    before_ips: &mut Vec<(String, String)>,
+) -> Result<Framed, String> {
     let mut d = DesiredSystem::default();
     render_vrf(settings, facts, vni, params, &mut d)?;
     let table = vni.get();
@@ -346,7 +564,7 @@ fn render_scope(
                 ports.push(router_gateway_port(vni, provider, &vrf, &mut d));
             }
             EvpnAttachment::Localnet(l) => {
-                ports.push(localnet_port(vni, l, &vrf, &mut d, out)?);
+                ports.push(localnet_port(vni, l, &vrf, &mut d, before_ips)?);
             }
         }
     }
@@ -374,71 +592,21 @@ fn render_scope(
             });
         }
     }
-    let port_of = |provider: &Option<ProviderNetwork>| -> Option<&Port> {
-        match provider {
-            Some(p) => ports.iter().find(|port| same_network(&port.provider, p)),
-            // Only announced (a tenant IP routed via its gateway): the scope's only port.
-            None if ports.len() == 1 => ports.first(),
-            None => None,
-        }
+    let frame = ScopeFrame {
+        vni,
+        table,
+        gateway_flavour,
+        local_table: if settings.vrf_is_bridge { 255 } else { table },
+        ports,
     };
-    for ip in scope.ips.values() {
-        let row = format!("evpn:{vni} {} ({})", ip.ip, ip.source);
-        if gateway_flavour && ip.provider.is_none() && ip.via.is_none() {
-            // A tenant address: on lo-<vni>, without the kernel's local route, so the VRF
-            // forwards traffic to it instead of delivering it here.
-            let lo = loopback_name(vni);
-            d.addresses.insert(AddressSpec {
-                dev: lo.clone(),
-                addr: host_net(ip.ip),
-            });
-            d.suppressed_local_routes.insert(LocalRouteSuppression {
-                table: if settings.vrf_is_bridge { 255 } else { table },
-                dst: ip.ip,
-                dev: lo,
-            });
-            continue;
-        }
-        let Some(port) = port_of(&ip.provider) else {
-            out.skip(
-                row,
-                "no attachment of this VRF to the IP's provider network",
-            );
-            continue;
-        };
-        d.routes.insert(RouteSpec {
-            table,
-            dst: host_net(ip.ip),
-            route_type: RouteType::Unicast,
-            via: ip.via,
-            dev: Some(port.vrf_side.clone()),
-            scope_link: ip.via.is_none(),
-            metric: None,
-        });
-        if let Some(mac) = ip.lladdr {
-            d.neighbours.insert(NeighbourSpec {
-                dev: port.vrf_side.clone(),
-                ip: ip.ip,
-                lladdr: mac,
-            });
-        }
-        for prefix in &ip.ndp_proxy {
-            d.proxy_neighbours.insert(ProxyNeighbourSpec {
-                dev: port.ndp_device.clone(),
-                ip: prefix.addr(),
-            });
-            d.ownership
-                .neighbour_devices
-                .insert(port.ndp_device.clone());
-        }
-    }
+    let mut after_ips = Vec::new();
     for subnet in &scope.subnets {
         let row = format!("evpn:{vni} subnet {} ({})", subnet.router_ip, subnet.source);
-        let Some(port) = port_of(&Some(subnet.provider.clone())) else {
-            out.skip(
+        let Some(port) = frame.port_of(&Some(subnet.provider.clone())) else {
+            after_ips.push((
                 row,
-                "no attachment of this VRF to the subnet's provider network",
-            );
+                "no attachment of this VRF to the subnet's provider network".to_owned(),
+            ));
             continue;
         };
         let net = subnet.router_ip.trunc();
@@ -454,14 +622,17 @@ fn render_scope(
         if gateway_flavour {
             // The gateway's MAC: the source of the subnet's traffic leaving the router.
             let Some(gateway_mac) = scope.ips.get(&subnet.via).and_then(|g| g.lladdr) else {
-                out.skip(row, "the gateway address it is routed via has no MAC here");
+                after_ips.push((
+                    row,
+                    "the gateway address it is routed via has no MAC here".to_owned(),
+                ));
                 continue;
             };
             redirect_flows(exposures, port, gateway_mac, net, &mut d);
         }
     }
     for route in scope.routes.values() {
-        let port = port_of(&route.provider);
+        let port = frame.port_of(&route.provider);
         d.routes.insert(RouteSpec {
             table,
             dst: route.prefix,
@@ -472,8 +643,11 @@ fn render_scope(
             metric: None,
         });
     }
-    merge(&mut out.system, d);
-    Ok(())
+    Ok(Framed {
+        system: d,
+        frame,
+        after_ips,
+    })
 }
 
 /// SB EVPN: `veth-vrf-v`↔`veth-ovs-v` on a flat network, the OVS internal port `vlan-v` on a
@@ -572,7 +746,7 @@ fn localnet_port(
     l: &LocalnetAttachment,
     vrf: &InterfaceName,
     d: &mut DesiredSystem,
-    out: &mut Rendered,
+    before_ips: &mut Vec<(String, String)>,
 ) -> Result<Port, String> {
     let id: String = l.port_uuid.chars().take(11).collect();
     if id.len() < 11 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
@@ -651,10 +825,10 @@ fn localnet_port(
             Ok((key, object)) => {
                 d.frr_objects.insert(key, object);
             }
-            Err(e) => out.skip(
+            Err(e) => before_ips.push((
                 format!("evpn:{vni} nd {} on {vrf_side}", nd.prefix),
                 format!("FRR ND template: {e}"),
-            ),
+            )),
         }
     }
     Ok(Port {
@@ -701,7 +875,7 @@ fn redirect_flows(
 }
 
 /// Merge one scope's objects into the whole.
-fn merge(into: &mut DesiredSystem, from: DesiredSystem) {
+pub(super) fn merge(into: &mut DesiredSystem, from: DesiredSystem) {
     into.links.extend(from.links);
     into.addresses.extend(from.addresses);
     into.rules.extend(from.rules);
