@@ -270,6 +270,9 @@ pub struct Ownership {
     pub vlan_parents: BTreeSet<InterfaceName>,
 }
 
+/// The kernel's table `local`, where the local routes of addresses outside a VRF are.
+pub const LOCAL_TABLE: u32 = 255;
+
 /// The kernel's own local route for an address, to be removed: the route `ip route del <dst>
 /// table <table> proto kernel scope host dev <dev>` deletes (type local). Upstream's EVPN
 /// driver removes it on `lo-<vni>` so the VRF forwards traffic to the address instead of
@@ -278,7 +281,7 @@ pub struct Ownership {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct LocalRouteSuppression {
     /// The table the kernel put the local route in: the VRF's table when `dev` is enslaved
-    /// to a VRF, `local` (255) otherwise.
+    /// to a VRF (it must be one of [`Ownership::tables`]), [`LOCAL_TABLE`] otherwise.
     pub table: u32,
     pub dst: IpAddr,
     pub dev: InterfaceName,
@@ -312,9 +315,10 @@ pub struct DesiredSystem {
     /// `net.ipv4.conf.br-ex.proxy_arp` → `1`.
     pub sysctls: BTreeMap<String, String>,
     pub flows: BTreeSet<PortFlowSpec>,
-    /// Local routes of the kernel that must not exist (see [`LocalRouteSuppression`]).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub suppressed_local_routes: BTreeSet<LocalRouteSuppression>,
+    /// Local routes of the kernel that must not exist (see [`LocalRouteSuppression`]): one per
+    /// tenant address of an EVPN gateway's VRF, so as many as it has VMs behind it.
+    #[serde(default, skip_serializing_if = "ObjectSet::is_empty")]
+    pub suppressed_local_routes: ObjectSet<LocalRouteSuppression>,
     /// OVS ports (EVPN `vlan-<vni>`/`veth-ovs-<vni>`, NB vrf `ovs<uuid11>`). Empty sets are left
     /// out of the serialized form so existing snapshots keep their shape.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]

@@ -11,6 +11,8 @@ mod netlink_support;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use ipnet::IpNet;
+
 use netlink_support::{TestNetns, ifname, up_link};
 use ovn_bgp_agent::system::*;
 
@@ -44,12 +46,35 @@ fn net(s: &str) -> ipnet::IpNet {
 }
 
 /// The candidates a step picks from: addresses on bgp-nic, a rule and a route per exposed IP
-/// (both families), a permanent neighbour per IPv4 on br-ex, and a proxy per IPv6.
+/// (both families), a permanent neighbour per IPv4 on br-ex, and a proxy per IPv6; tenant
+/// addresses on lo-100 without the kernel's local routes (an EVPN gateway's, outside a VRF).
 fn desired(rng: &mut Walk) -> DesiredSystem {
     let mut d = DesiredSystem::default();
-    for (name, kind) in [("bgp-nic", LinkKind::Ifb), ("br-ex", LinkKind::Bridge)] {
+    for (name, kind) in [
+        ("bgp-nic", LinkKind::Ifb),
+        ("br-ex", LinkKind::Bridge),
+        ("lo-100", LinkKind::Ifb),
+    ] {
         d.links.insert(up_link(name, kind));
     }
+    for i in 1..=12u8 {
+        if !rng.coin() {
+            continue;
+        }
+        for ip in [format!("10.100.0.{i}"), format!("2001:db8:100::{i:x}")] {
+            let ip: IpAddr = ip.parse().unwrap();
+            d.addresses.insert(AddressSpec {
+                dev: ifname("lo-100"),
+                addr: ip.into(),
+            });
+            d.suppressed_local_routes.insert(LocalRouteSuppression {
+                table: LOCAL_TABLE,
+                dst: ip,
+                dev: ifname("lo-100"),
+            });
+        }
+    }
+    d.ownership.address_devices.insert(ifname("lo-100"));
     for i in 1..=24u8 {
         if !rng.coin() {
             continue;
@@ -97,7 +122,7 @@ fn desired(rng: &mut Walk) -> DesiredSystem {
 
 /// Something done by hand to the state `d` left, as an operator (or another tool) would.
 fn disturb(ns: &TestNetns, d: &DesiredSystem, rng: &mut Walk) -> String {
-    match rng.below(7) {
+    match rng.below(8) {
         0 if !d.routes.is_empty() => {
             let r = d.routes.iter().nth(rng.below(d.routes.len())).unwrap();
             let dst = r.dst.to_string();
@@ -111,7 +136,7 @@ fn disturb(ns: &TestNetns, d: &DesiredSystem, rng: &mut Walk) -> String {
                 .nth(rng.below(d.addresses.len()))
                 .unwrap();
             let addr = a.addr.to_string();
-            ns.ip(&["addr", "del", &addr, "dev", "bgp-nic"]);
+            ns.ip(&["addr", "del", &addr, "dev", a.dev.as_str()]);
             format!("address {addr} deleted")
         }
         // Its IPv4 routes go without a notification: the mirror must resync.
@@ -163,6 +188,18 @@ fn disturb(ns: &TestNetns, d: &DesiredSystem, rng: &mut Walk) -> String {
             ns.ip(&["-6", "neigh", "del", "proxy", &ip, "dev", "br-ex"]);
             format!("proxy {ip} deleted")
         }
+        // The kernel's local route comes back with the address.
+        6 if !d.suppressed_local_routes.is_empty() => {
+            let l = d
+                .suppressed_local_routes
+                .iter()
+                .nth(rng.below(d.suppressed_local_routes.len()))
+                .unwrap();
+            let addr = IpNet::from(l.dst).to_string();
+            ns.ip(&["addr", "del", &addr, "dev", "lo-100"]);
+            ns.ip(&["addr", "add", &addr, "dev", "lo-100", "nodad"]);
+            format!("address {addr} re-added with its local route")
+        }
         _ => "nothing".to_owned(),
     }
 }
@@ -184,6 +221,7 @@ async fn a_random_walk_through_the_mirror_leaves_nothing_for_a_reconcile_by_dump
     let mut previous = DesiredSystem::default();
     let mut changes = 0;
     let mut delta_steps = 0;
+    let mut delta_suppressions = 0;
     for step in 0..STEPS {
         // Every other step is left alone: the reconcile after it is a delta.
         let disturbed = if step % 2 == 0 {
@@ -202,6 +240,7 @@ async fn a_random_walk_through_the_mirror_leaves_nothing_for_a_reconcile_by_dump
         changes += report.total_changes();
         if mirrored.deltas() > deltas && report.total_changes() > 0 {
             delta_steps += 1;
+            delta_suppressions += report.removed.get("local_routes").copied().unwrap_or(0);
         }
         let check = dumps.reconcile(&d).await.expect("reconcile by dumps");
         assert_clean(&check, &context);
@@ -225,6 +264,11 @@ async fn a_random_walk_through_the_mirror_leaves_nothing_for_a_reconcile_by_dump
     assert!(
         delta_steps >= STEPS / 2 - 1,
         "only {delta_steps} steps were applied as deltas"
+    );
+    // The local routes of the addresses a delta added went in the same delta.
+    assert!(
+        delta_suppressions > STEPS / 2,
+        "deltas removed only {delta_suppressions} local routes"
     );
 }
 

@@ -364,7 +364,7 @@ impl IpObject {
     pub(super) fn insert_into(self, d: &mut DesiredSystem) -> bool {
         match self {
             IpObject::Address(o) => d.addresses.insert(o).is_none(),
-            IpObject::LocalRoute(o) => d.suppressed_local_routes.insert(o),
+            IpObject::LocalRoute(o) => d.suppressed_local_routes.insert(o).is_none(),
             IpObject::Route(o) => d.routes.insert(o).is_none(),
             IpObject::Neighbour(o) => d.neighbours.insert(o).is_none(),
             IpObject::ProxyNeighbour(o) => d.proxy_neighbours.insert(o).is_none(),

@@ -5,7 +5,8 @@
 use imbl::ordset::DiffItem;
 
 use crate::system::{
-    AddressSpec, DesiredSystem, NeighbourSpec, ObjectSet, ProxyNeighbourSpec, RouteSpec, RuleSpec,
+    AddressSpec, DesiredSystem, LocalRouteSuppression, NeighbourSpec, ObjectSet,
+    ProxyNeighbourSpec, RouteSpec, RuleSpec,
 };
 
 /// The objects of one class only the new state has (in its order) and only the old one had.
@@ -44,6 +45,7 @@ pub(crate) struct Changes<'d> {
     pub routes: Sides<'d, RouteSpec>,
     pub neighbours: Sides<'d, NeighbourSpec>,
     pub proxy_neighbours: Sides<'d, ProxyNeighbourSpec>,
+    pub local_routes: Sides<'d, LocalRouteSuppression>,
 }
 
 impl<'d> Changes<'d> {
@@ -57,6 +59,7 @@ impl<'d> Changes<'d> {
             routes: sides(&old.routes, &new.routes),
             neighbours: sides(&old.neighbours, &new.neighbours),
             proxy_neighbours: sides(&old.proxy_neighbours, &new.proxy_neighbours),
+            local_routes: sides(&old.suppressed_local_routes, &new.suppressed_local_routes),
         }
     }
 }

@@ -28,7 +28,10 @@ use super::netns::{NetnsTarget, NetnsWorker};
 use super::validate::{self, Held};
 use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl};
 use crate::hash::{HashMap, HashSet};
-use crate::system::{ChangeReport, DesiredSystem, LinkKind, LinkSpec, Ownership, RouteSpec};
+use crate::system::{
+    ChangeReport, DesiredSystem, LOCAL_TABLE, LinkKind, LinkSpec, LocalRouteSuppression, Ownership,
+    RouteSpec,
+};
 use crate::types::InterfaceName;
 
 type Message = rtnetlink::packet_route::RouteNetlinkMessage;
@@ -505,8 +508,7 @@ impl NetlinkReconciler {
     ///
     /// Through the mirror, a reconcile is a delta when nothing the agent owns changed in the
     /// kernel behind its back since the last one ([`KernelMirror::take_dirty`]), the last one
-    /// applied everything, and the links, sysctls, ownership and local-route suppressions are
-    /// the same: then only the objects that differ between the two desired states are
+    /// applied everything, and the links, sysctls and ownership are the same: then only the objects that differ between the two desired states are
     /// applied, and nothing is read but the links and the routes a new route would replace.
     /// Otherwise every class is planned against the mirror.
     pub async fn reconcile_shared(
@@ -625,7 +627,11 @@ impl NetlinkReconciler {
                         &fresh
                     }
                 };
-                apply_delta(s, view, m, changes, desired, &table, report).await?;
+                let delta = Delta {
+                    changes,
+                    readded: &dirty,
+                };
+                apply_delta(s, view, m, delta, desired, &table, report).await?;
                 self.deltas.fetch_add(1, Ordering::Relaxed);
                 KERNEL_STATS.deltas.fetch_add(1, Ordering::Relaxed);
             }
@@ -791,10 +797,7 @@ fn only_expected(dirty: &Dirty, desired: &DesiredSystem, table: &LinkTable) -> b
 
 /// The parts a delta does not apply: any change there takes a full plan.
 fn same_structure(old: &DesiredSystem, new: &DesiredSystem) -> bool {
-    old.links == new.links
-        && old.sysctls == new.sysctls
-        && old.ownership == new.ownership
-        && old.suppressed_local_routes == new.suppressed_local_routes
+    old.links == new.links && old.sysctls == new.sysctls && old.ownership == new.ownership
 }
 
 /// Applies what differs between `old` (applied without error, and the kernel has not changed
@@ -805,11 +808,12 @@ async fn apply_delta(
     s: &Session,
     view: View<'_>,
     m: &KernelMirror,
-    changes: &Changes<'_>,
+    delta: Delta<'_, '_>,
     new: &DesiredSystem,
     table: &LinkTable,
     report: &mut ChangeReport,
 ) -> Result<(), NetlinkError> {
+    let changes = delta.changes;
     let mut adds = Plan::default();
     let mut removes = Plan::default();
     let missing = |dev: &InterfaceName| format!("device {dev} does not exist");
@@ -988,14 +992,111 @@ async fn apply_delta(
         }
     }
 
-    // An address added (re-added) brings its local route back.
-    let anything_added = !adds.requests.is_empty();
     adds.apply(&s.conn, report).await?;
     removes.apply(&s.conn, report).await?;
-    if anything_added && !new.suppressed_local_routes.is_empty() {
-        suppress_local_routes(&s.conn, view, new, table, report).await?;
+    // An address added brings its local route; a suppression added names one that may be
+    // there. The others were removed before, and nothing brought them back since (an
+    // address re-added behind the agent's back takes a full plan).
+    // IPv6 addresses that came back behind the agent's back as it wants them (the kernel's
+    // echo of its own, or re-added by hand) bring their local routes too.
+    let readded: Vec<(InterfaceName, IpNet)> = delta
+        .readded
+        .v6_addresses
+        .iter()
+        .filter(|(_, _, present)| *present)
+        .filter_map(|(index, addr, _)| {
+            let dev = InterfaceName::new(table.name_of(*index)).ok()?;
+            Some((dev, *addr))
+        })
+        .collect();
+    let added = changes
+        .addresses
+        .added
+        .iter()
+        .map(|a| (&a.dev, a.addr))
+        .chain(readded.iter().map(|(dev, addr)| (dev, *addr)));
+    let wanted = suppressions_to_apply(&changes.local_routes.added, added, new);
+    if !wanted.is_empty() {
+        suppress_these(&s.conn, view, m, wanted, table, report).await?;
     }
     Ok(())
+}
+
+/// What a delta applies: what changed between the two desired states, and the foreign
+/// changes the kernel made meanwhile that it accepted (IPv6 addresses as the agent wants them).
+struct Delta<'c, 'd> {
+    changes: &'c Changes<'d>,
+    readded: &'c Dirty,
+}
+
+/// The suppressions a delta applies: those it adds and those of the addresses that appeared
+/// (`added`: device, address), found with a lookup per table a suppression may name (local,
+/// or one the agent owns: the screening drops any other).
+fn suppressions_to_apply<'d, 'a>(
+    added_suppressions: &[&'d LocalRouteSuppression],
+    added: impl Iterator<Item = (&'a InterfaceName, IpNet)>,
+    new: &'d DesiredSystem,
+) -> Vec<&'d LocalRouteSuppression> {
+    let mut wanted: BTreeSet<&LocalRouteSuppression> = added_suppressions.iter().copied().collect();
+    if new.suppressed_local_routes.is_empty() {
+        return wanted.into_iter().collect();
+    }
+    let tables: Vec<u32> = std::iter::once(LOCAL_TABLE)
+        .chain(new.ownership.tables.iter().copied())
+        .collect();
+    for (dev, addr) in added {
+        if addr.prefix_len() != addr.max_prefix_len() {
+            continue;
+        }
+        for &t in &tables {
+            let candidate = LocalRouteSuppression {
+                table: t,
+                dst: addr.addr(),
+                dev: dev.clone(),
+            };
+            if let Some(l) = new.suppressed_local_routes.get(&candidate) {
+                wanted.insert(l);
+            }
+        }
+    }
+    wanted.into_iter().collect()
+}
+
+/// Remove the kernel's local routes `wanted` names, looked up in the mirror one by one.
+async fn suppress_these(
+    conn: &NetlinkConn,
+    view: View<'_>,
+    m: &KernelMirror,
+    wanted: Vec<&LocalRouteSuppression>,
+    table: &LinkTable,
+    report: &mut ChangeReport,
+) -> Result<(), NetlinkError> {
+    let wanted = table.resolve(
+        wanted,
+        |l| &l.dev,
+        validate::describe_suppression,
+        class::LOCAL_ROUTES,
+        report,
+    );
+    // After the additions: the local routes of the addresses just added are there by now.
+    view.catch_up().await?;
+    let mut deletes = Plan::default();
+    m.read(|state| {
+        for (oif, l) in wanted {
+            let local = state
+                .routes_at(l.table, IpNet::from(l.dst), 0)
+                .filter_map(routes::parse_local)
+                .find(|r| r.table == l.table && r.dst == l.dst && r.oif == oif);
+            if let Some(r) = local {
+                deletes.push(
+                    class::LOCAL_ROUTES,
+                    Op::Remove,
+                    routes::delete_local_request(&r, l.dev.as_str()),
+                );
+            }
+        }
+    });
+    deletes.apply(conn, report).await
 }
 
 /// A foreign route the agent may replace or delete: in a swept table, not the kernel's own nor

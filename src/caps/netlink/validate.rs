@@ -18,8 +18,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::system::{
-    DesiredSystem, LinkKind, LinkSpec, LocalRouteSuppression, NeighbourSpec, ObjectSet, RouteSpec,
-    RouteType, RuleSpec, retain_objects,
+    DesiredSystem, LOCAL_TABLE, LinkKind, LinkSpec, LocalRouteSuppression, NeighbourSpec,
+    ObjectSet, Ownership, RouteSpec, RouteType, RuleSpec, retain_objects,
 };
 
 use super::changes::Changes;
@@ -138,14 +138,7 @@ pub(crate) fn screen(desired: &DesiredSystem) -> Screened<'_> {
         }
     }
     for l in &desired.suppressed_local_routes {
-        let reason = if l.table == 0 {
-            Some("table 0 (unspec) holds no route")
-        } else if bad_host_ip(l.dst) {
-            Some("not a unicast address")
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
+        if let Some(reason) = local_route_problem(l, &desired.ownership) {
             s.dropped.push(Dropped {
                 class: class::LOCAL_ROUTES,
                 object: describe_suppression(l),
@@ -157,9 +150,23 @@ pub(crate) fn screen(desired: &DesiredSystem) -> Screened<'_> {
     s.finish(desired)
 }
 
+/// Why the kernel's local route of `l` cannot be removed, if it cannot.
+fn local_route_problem(l: &LocalRouteSuppression, own: &Ownership) -> Option<&'static str> {
+    if l.table == 0 {
+        Some("table 0 (unspec) holds no route")
+    } else if l.table != LOCAL_TABLE && !own.tables.contains(&l.table) {
+        // Also what lets a delta find the suppressions of an address it adds with a lookup
+        // per table (the reconciler's `apply_delta`).
+        Some("neither table local (255) nor one the agent owns")
+    } else if bad_host_ip(l.dst) {
+        Some("not a unicast address")
+    } else {
+        None
+    }
+}
+
 /// [`screen`] of `new`, checking only what it adds to `old` (`changes`), when `old` was screened without
-/// dropping anything and has the same links, sysctls, ownership and local-route suppressions
-/// (the caller checks that). A conflict in `new` involves at least one object `old` did not
+/// dropping anything and has the same links, sysctls and ownership (the caller checks that). A conflict in `new` involves at least one object `old` did not
 /// have (`old` had none), so checking each added object alone and against the objects of
 /// `new` with its identity is enough: a few lookups per event, not an index of every route.
 /// `None` when an added object would be dropped: the caller screens `new` in full, for the
@@ -192,7 +199,12 @@ pub(crate) fn screen_delta<'d>(
             .proxy_neighbours
             .added
             .iter()
-            .all(|n| !bad_host_ip(n.ip));
+            .all(|n| !bad_host_ip(n.ip))
+        && changes
+            .local_routes
+            .added
+            .iter()
+            .all(|l| local_route_problem(l, &new.ownership).is_none());
     clean.then(|| Screened {
         desired: Cow::Borrowed(new),
         held: Held::default(),
@@ -406,8 +418,9 @@ impl Screening {
                 .contains(&(n.dev.to_string(), n.ip))
         });
         d.sysctls.retain(|k, _| !self.bad_sysctls.contains(k));
-        d.suppressed_local_routes
-            .retain(|l| !self.bad_local_routes.contains(l));
+        retain_objects(&mut d.suppressed_local_routes, |l| {
+            !self.bad_local_routes.contains(l)
+        });
         Screened {
             desired: Cow::Owned(d),
             held: self.held,
@@ -492,7 +505,7 @@ mod tests {
     /// two MACs, and invalid ones of every class.
     fn object(d: &mut DesiredSystem, b: [u8; 4]) {
         let table = [200, 201, 254][usize::from(b[1] % 3)];
-        match b[0] % 5 {
+        match b[0] % 6 {
             0 => {
                 let dst = [
                     "192.0.2.1/32",
@@ -542,6 +555,16 @@ mod tests {
                     priority: [1000, 0][usize::from(b[3].is_multiple_of(5))],
                 });
             }
+            5 => {
+                // Table 200 is the agent's (see the test), 201 is not, 0 names nothing.
+                d.suppressed_local_routes.insert(LocalRouteSuppression {
+                    table: [LOCAL_TABLE, 200, 201, 0][usize::from(b[1] % 4)],
+                    dst: ["192.0.2.1", "2001:db8::7", "224.0.0.1"][usize::from(b[2] % 3)]
+                        .parse()
+                        .unwrap(),
+                    dev: name("lo-100"),
+                });
+            }
             _ => {
                 d.proxy_neighbours
                     .insert(crate::system::ProxyNeighbourSpec {
@@ -566,6 +589,7 @@ mod tests {
             removed in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..3),
         ) {
             let mut raw = DesiredSystem::default();
+            raw.ownership.tables.insert(200);
             for b in base {
                 object(&mut raw, b);
             }
