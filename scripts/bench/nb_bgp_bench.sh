@@ -34,6 +34,7 @@ export LAB_SB_TCP_PORT=${LAB_SB_TCP_PORT:-16771}
 sizes=${BENCH_SIZES:-1000,10000,100000}
 out=${BENCH_OUT:-$(dirname "$LAB_DIR")/nb-bgp-bench-$(date -u +%Y%m%dT%H%M%SZ).json}
 . scripts/bench/args.sh "$@"
+[ -z "$evpn" ] || { echo "--evpn: the EVPN busy gateway is in scripts/bench/sb_bgp_bench.sh" >&2; exit 2; }
 
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }

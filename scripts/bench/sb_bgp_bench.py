@@ -22,6 +22,14 @@ then for each B (increasing) routers are added whose gateway port is bound to th
 with 500 centralized FIPs and a tenant subnet of 500 VMs (written into the SB like the bulk), so
 this chassis exposes B more addresses; the same measurements run at each B.
 
+--evpn (with --busy): the same busy gateway for the EVPN driver (ovn_evpn_driver, its own `vrf`
+realisation, stand-in VRFs where the kernel has none): each busy router's gateway and tenant
+subnet carry `neutron_bgpvpn:vni` (1000 + k) and `:as`, so each router is a VRF `vrf-<vni>` whose
+500 tenant VMs are addresses on `lo-<vni>` (without their local routes) and whose gateway and
+subnet are routes in table <vni>; FIPs are not exposed (as upstream's EVPN driver). The measured
+ports are tenant VMs of router 0's subnet, unbound until the measurements bind them (to
+`lo-1000`).
+
 Timestamps: time.time() taken in this process; netlink events are stamped when this process
 reads them from a NETLINK_ROUTE socket opened inside the chassis netns (RTMGRP_IPV4_IFADDR),
 in the same select() loop that reads the OVSDB replies.
@@ -67,6 +75,9 @@ BUSY_PER_ROUTER = BUSY_FIPS_PER_ROUTER + BUSY_VMS_PER_ROUTER
 BUSY_MAX_ROUTERS = 64
 BUSY_TUNNEL_KEY_BASE = 200000
 BUSY_PROVIDER = "bench-busy-provider"
+# --evpn: router k's VNI, and the AS of every router's VPN.
+EVPN_VNI_BASE = 1000
+EVPN_AS = 64999
 
 
 def log(msg):
@@ -421,8 +432,11 @@ def mac_of(prefix, i):
 
 
 class Lab:
-    def __init__(self, env, nb_path, sb_watch):
+    def __init__(self, env, nb_path, sb_watch, evpn=False, measured=0):
         self.env = env
+        self.evpn = evpn
+        # --evpn: the measured ports are tenant VMs made with busy router 0.
+        self.measured = measured
         self.env_dir = os.path.dirname(env["AGENT_CONF"])
         self.nb_path = nb_path
         self.w = sb_watch
@@ -587,11 +601,15 @@ class Lab:
                          "options": omap({"network_name": "public"})}},
             ], what="insert the busy provider network")
             self.busy_provider = uuid_ref(res[0]["uuid"][1])
-        while self.busy_routers * BUSY_PER_ROUTER < target:
+        # EVPN exposes a router's tenant VMs, not its FIPs.
+        per_router = BUSY_VMS_PER_ROUTER if self.evpn else BUSY_PER_ROUTER
+        while self.busy_routers * per_router < target:
             k = self.busy_routers
             if k >= BUSY_MAX_ROUTERS:
-                raise ValueError(f"--busy: at most {BUSY_MAX_ROUTERS * BUSY_PER_ROUTER}")
-            self.w.transact(self.busy_router_ops(k), what=f"insert busy router {k}")
+                raise ValueError(f"--busy: at most {BUSY_MAX_ROUTERS * per_router}")
+            ops, measured = self.busy_router_ops(k)
+            res = self.w.transact(ops, what=f"insert busy router {k}")
+            self.ports += [(name, ip, res[i]["uuid"][1]) for i, name, ip in measured]
             self.busy_routers += 1
         log(f"busy exposures now {len(self.busy_ips)} on {self.busy_routers} routers "
             f"(+{time.time() - t0:.1f} s)")
@@ -610,12 +628,17 @@ class Lab:
             return {"op": "insert", "table": "Port_Binding",
                     "row": {"logical_port": name, "datapath": dp, "tunnel_key": key, **row}}
 
+        # --evpn: networking-bgpvpn's keys on the gateway's and the subnet's patch ports.
+        vpn = {"external_ids": omap({"neutron_bgpvpn:vni": str(EVPN_VNI_BASE + k),
+                                     "neutron_bgpvpn:as": str(EVPN_AS)})} if self.evpn else {}
+
         ops = [
             {"op": "insert", "table": "Datapath_Binding", "uuid-name": "rdp",
              "row": {"tunnel_key": base, "external_ids": omap({"name": f"router-{gw}"})}},
             {"op": "insert", "table": "Datapath_Binding", "uuid-name": "sdp",
              "row": {"tunnel_key": base + 1, "external_ids": omap({"name": sub})}},
             pb(gw, self.busy_provider, 2 + k, {
+                **vpn,
                 "type": "patch", "mac": set_of(["router"]),
                 "options": omap({"peer": f"lrp-{gw}"}),
                 "nat_addresses": set_of([
@@ -635,6 +658,7 @@ class Lab:
                 "options": omap({"peer": sub}),
             }),
             pb(sub, subnet_dp, 1, {
+                **vpn,
                 "type": "patch", "mac": set_of(["router"]),
                 "options": omap({"peer": f"lrp-{sub}"}),
             }),
@@ -647,8 +671,19 @@ class Lab:
                                       "neutron:device_owner": "compute:nova",
                                       "neutron:host_id": "bench-remote.example"}),
             }))
-        self.busy_ips += fips + vms
-        return ops
+        measured = []
+        if self.evpn and k == 0:
+            # The measured tenant VMs, unbound: 10.200.2.1 onwards, in router 0's /22.
+            for j in range(self.measured):
+                name, ip = f"{sub}-measured-{j:03d}", f"10.200.{2 + j // 250}.{j % 250 + 1}"
+                measured.append((len(ops), name, ip))
+                ops.append(pb(name, subnet_dp, 2 + BUSY_VMS_PER_ROUTER + j, {
+                    "type": "", "mac": set_of([f"{mac_of(0xb5, j)} {ip}"]),
+                    "external_ids": omap({"neutron:cidrs": f"{ip}/22",
+                                          "neutron:device_owner": "compute:nova"}),
+                }))
+        self.busy_ips += vms if self.evpn else fips + vms
+        return ops, measured
 
     def bind_op(self, uuid, bound):
         row = ({"chassis": uuid_ref(self.chassis_uuid), "up": True} if bound
@@ -708,6 +743,27 @@ def clean_agent_kernel_state(netns):
     return tables
 
 
+EVPN_DEVICE = re.compile(r"^((vrf|br|vxlan|lo)-\d+|veth-(vrf|ovs)-\d+)$")
+
+
+def clean_evpn_kernel_state(netns):
+    """--evpn: remove the EVPN devices and VNI tables the agent made (its tenant addresses go with
+    `lo-<vni>`), so a start is a cold start."""
+    links = json.loads(subprocess.run(["ip", "-n", netns, "-j", "link", "show"], check=True,
+                                      capture_output=True, text=True).stdout or "[]")
+    gone = []
+    for link in links:
+        if EVPN_DEVICE.match(link["ifname"]):
+            subprocess.run(["ip", "-n", netns, "link", "del", link["ifname"]],
+                           capture_output=True)
+            gone.append(link["ifname"])
+    for t in range(EVPN_VNI_BASE, EVPN_VNI_BASE + BUSY_MAX_ROUTERS):
+        for fam in ("-4", "-6"):
+            subprocess.run(["ip", "-n", netns, fam, "route", "flush", "table", str(t)],
+                           capture_output=True)
+    return gone
+
+
 def wait_idle(agent, w, quiet=0.3, timeout=30):
     """Until the agent logged nothing for `quiet` s (its reconcile and side work finished)."""
     deadline = time.time() + timeout
@@ -744,7 +800,10 @@ def measure(lab, w, agent, args, n_total):
     # ---- cold start (repeated; the first one is reported in the table) ------------------
     def cold_start():
         agent.stop()
-        tables = clean_agent_kernel_state(lab.env["NS_CHASSIS"])
+        if lab.evpn:
+            tables = clean_evpn_kernel_state(lab.env["NS_CHASSIS"])
+        else:
+            tables = clean_agent_kernel_state(lab.env["NS_CHASSIS"])
         w.dump_addresses()
         want = {ip for _, ip, _ in cold} | set(lab.busy_ips)
         if want & w.present:
@@ -976,6 +1035,20 @@ def full_reconciles(lab, w, agent, args, cold):
             "durations_ms": [round(d * 1000, 1) for d in durations], "rss": rss}
 
 
+def evpn_conf(env, lab_dir):
+    """The lab's agent configuration with the EVPN driver and the chassis address as VTEP."""
+    text = open(env["AGENT_CONF"]).read()
+    text, n = re.subn(r"(?m)^driver = .*$", "driver = ovn_evpn_driver", text)
+    if n != 1:
+        raise RuntimeError(f"{env['AGENT_CONF']}: no driver line")
+    text = re.sub(r"(?m)^\[DEFAULT\]$",
+                  f"[DEFAULT]\nevpn_local_ip = {env['CHASSIS_IP4']}", text, count=1)
+    path = os.path.join(lab_dir, "bgp-agent-evpn-bench.conf")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def machine_info():
     info = {}
     try:
@@ -1010,6 +1083,8 @@ def main():
     ap.add_argument("--busy", default="",
                     help="busy gateway: exposures on this chassis (FIPs + tenant VMs), comma "
                          "separated, increasing; the bulk is loaded once, to the last of --sizes")
+    ap.add_argument("--evpn", action="store_true",
+                    help="with --busy: the EVPN driver on busy routers with a VNI each (see above)")
     ap.add_argument("--full-reconciles", type=int, default=5,
                     help="periodic full reconciles timed per run (0: skip)")
     ap.add_argument("--full-interval", type=int, default=2,
@@ -1028,14 +1103,22 @@ def main():
     sb = Ovsdb(env["SB_SOCK"], "OVN_Southbound")
     nl = netlink_socket_in(env["NS_CHASSIS"])
     w = Watcher(sb, nl)
-    lab = Lab(env, env["NB_SOCK"], w)
-    agent = Agent(args.agent, env["AGENT_CONF"], args.lab_dir,
+    measured = args.cold_start_ports + args.events + args.burst
+    if args.evpn and not args.busy:
+        ap.error("--evpn measures a busy gateway: give --busy")
+    if args.evpn and measured > 500:
+        ap.error("--evpn: at most 500 measured ports (cold start + events + burst)")
+    lab = Lab(env, env["NB_SOCK"], w, evpn=args.evpn, measured=measured)
+    conf = env["AGENT_CONF"]
+    if args.evpn:
+        conf = evpn_conf(env, args.lab_dir)
+    agent = Agent(args.agent, conf, args.lab_dir,
                   os.path.join(args.lab_dir, "agent-bench.log"))
     results = {"machine_start": machine_info(), "params": vars(args), "runs": []}
-    measured = args.cold_start_ports + args.events + args.burst
     try:
         lab.find_chassis()
-        lab.create_measured_ports(measured)
+        if not args.evpn:
+            lab.create_measured_ports(measured)
         # ovn-controller would release bindings to its chassis that have no OVS interface.
         pidfile = os.path.join(ovn_dir, "ovn-controller.pid")
         pid = int(open(pidfile).read()) if os.path.exists(pidfile) else None
@@ -1053,6 +1136,9 @@ def main():
         log("ovn-northd paused")
         lab.find_chassis()  # still there after ovn-controller stopped
         lab.ensure_remote_chassis()
+        if args.evpn:
+            # The measured ports come with the first busy router.
+            lab.add_busy(int(args.busy.split(",")[0]))
         # K local ports bound for the cold starts
         w.transact([lab.bind_op(u, True) for _, _, u in lab.ports[:args.cold_start_ports]],
                    what="bind the cold-start ports")
@@ -1164,6 +1250,9 @@ def markdown(results):
     ] + event_rows("SB")
     runs = results["runs"]
     busy = any(r.get("busy_exposures") for r in runs)
+    if results.get("params", {}).get("evpn"):
+        rows[1] = ("tenant VMs of the busy routers here, on lo-<vni> (VRFs)",
+                   lambda r: f"{r['busy_exposures']} ({r['busy_routers']})")
     head = [f"{r['busy_exposures']} here, N = {r['sb_port_bindings']}" if busy
             else f"N = {r['sb_port_bindings']}" for r in runs]
     return markdown_table(runs, head, rows[1:] if busy else rows[2:])

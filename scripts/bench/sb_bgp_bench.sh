@@ -8,6 +8,8 @@
 #   sudo scripts/bench/sb_bgp_bench.sh --keep          # leave the lab up afterwards
 #   sudo BENCH_SIZES=100000 scripts/bench/sb_bgp_bench.sh --busy 1000,10000,30000
 #                      # busy gateway (issue 17): N loaded once, then 1k, 10k, 30k exposures here
+#   sudo BENCH_SIZES=100000 scripts/bench/sb_bgp_bench.sh --busy 1000,10000,30000 --evpn
+#                      # the same with the EVPN driver: tenant VMs on lo-<vni>, a VRF per router
 #
 # Environment: BENCH_SIZES, BENCH_EVENTS (200), BENCH_BURST (50), BENCH_COLD_PORTS (100),
 # BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
@@ -44,5 +46,5 @@ python3 scripts/bench/sb_bgp_bench.py \
     --lab-dir "$LAB_DIR" --agent "$agent" --sizes "$sizes" \
     --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
     --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
-    --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" --out "$out"
+    --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" $evpn --out "$out"
 echo "==> JSON results: $out"
