@@ -2,7 +2,7 @@
 //!
 //! Level-triggered and pure, like the SB BGP driver's computation: the same model and bridge
 //! mappings always give the same [`ExposureSet`]; each event class of upstream's
-//! `evpn_watcher.py` (§3.2) is a change of the model that this function answers as a whole.
+//! `evpn_watcher.py` (§3.2) is a change of the model that [`compute`] answers as a whole.
 //!
 //! Per gateway port (`cr-lrp-<id>`, type `chassisredirect`) bound to this chassis whose
 //! router-gateway patch port `<id>` carries a valid `neutron_bgpvpn:vni` and `:as`:
@@ -15,6 +15,10 @@
 //! - the IPs of the VMs bound on those subnets (type `""` or `virtual`, with a chassis), only
 //!   announced (the backend puts them on `lo-<vni>`).
 //!
+//! The first gateway (chassis rows in uuid order, then ports by name) claims its VNI with its AS
+//! and provider network; a later gateway asking for the same VNI with another AS or provider
+//! network is skipped with the reason (one VRF has one BGP instance and one link to OVS).
+//!
 //! The provider network is the datapath of the patch port `<id>` (found by name, an index
 //! lookup), the row the EVPN settings are read from. Upstream scanned every patch port's
 //! `nat_addresses` for one mentioning the cr-lrp (`get_fip_associated`); that is the same port in
@@ -25,59 +29,413 @@
 //! floating IPs ("TO DO" in `ovn_evpn_driver.py`), and neither does this one.
 //!
 //! A row that cannot be used is recorded in `skipped` with the reason and the rest goes on.
+//!
+//! Incremental (issue 17), as the SB BGP driver's computation: each gateway port bound here is
+//! a *root*, and each subnet it routes a *sub-root* (the VMs of that subnet). Each is computed
+//! as a unit that records every model lookup it makes with the lookup's generation
+//! ([`ModelKey`]); `ExposureCache` keeps the results and recomputes one only when a generation
+//! it read has changed, so on a gateway with tens of thousands of VMs behind it, binding one VM
+//! lists the VMs of that VM's subnet again, not every subnet's. A gateway's result is what it
+//! asks for whatever the other gateways ask (its VNI, AS and provider network, its IPs and
+//! subnets); which gateway gets a contested VNI is decided on every call, in the roots' order,
+//! and a refused gateway is left out of the layout, so it comes back in full when the claim
+//! before it goes. The results are laid out in a fresh computation's order, so "the first
+//! gateway claims the VNI" and "the first producer of an IP wins" give the same answers:
+//! [`compute`] is the cache started empty.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
 use crate::caps::frr::values::{Asn, Vni};
 use crate::exposure::{
-    EvpnAttachment, EvpnParams, ExposedIp, ExposedSubnet, ExposureKind, ExposureSet,
-    ProviderNetwork, ScopeId,
+    EvpnAttachment, EvpnParams, ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, IpLayout,
+    ProviderNetwork, RootKey, ScopeId, next_version,
 };
+use crate::ovn::generations::{CacheStats, ReadSet};
 use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::{CR_LRP_PREFIX, EvpnSettings};
 use crate::ovn::sb::model::{
-    CHASSISREDIRECT, PortBinding, SbModel, parse_port_addresses, vm_port_ips,
+    CHASSISREDIRECT, ModelKey, PortBinding, SbModel, Uuid, parse_port_addresses, vm_port_ips,
 };
 use crate::ovn::sb::provider::BridgeMappings;
 
 const TABLE: &str = "Port_Binding";
 
-/// The router gateway that claimed a VNI first (in the order of the gateway port names).
+/// The EVPN exposures this chassis must have (a computation from scratch).
+pub fn compute(model: &SbModel, identity: &ChassisIdentity) -> ExposureSet {
+    ExposureCache::default().compute(model, identity)
+}
+
+/// A skipped row of [`TABLE`]: (row, reason).
+type Skip = (String, String);
+
+fn skip(port: &PortBinding, reason: impl Into<String>) -> Skip {
+    (
+        format!("{} ({})", port.uuid, port.logical_port),
+        reason.into(),
+    )
+}
+
+/// What a gateway port bound here asks for, whatever the other gateways ask.
+#[derive(Debug)]
+enum Gateway {
+    /// Not an EVPN gateway: not named `cr-lrp-<id>`, no patch port `<id>` (yet), or no
+    /// networking-bgpvpn settings on it (a router of the SB BGP driver's).
+    NotEvpn,
+    /// An EVPN gateway that cannot be used, with the reason.
+    Unusable(Skip),
+    /// An EVPN gateway with everything it exposes if it gets its VNI.
+    Asks(Box<Ask>),
+}
+
+/// A usable EVPN gateway: its VNI, AS and provider network, and what it exposes if no earlier
+/// gateway claimed the VNI with another AS or provider network.
+#[derive(Debug)]
+struct Ask {
+    vni: Vni,
+    asn: Asn,
+    provider: ProviderNetwork,
+    /// Its own addresses.
+    ips: Vec<Arc<ExposedIp>>,
+    /// What its router's ports gave, in order: skips and subnets (the subnets' skips come
+    /// between the router ports' skips, as a computation from scratch meets them).
+    items: Vec<Item>,
+    subnets: Vec<Subnet>,
+}
+
+#[derive(Debug)]
+enum Item {
+    Skip(Skip),
+    /// An index in [`Ask::subnets`].
+    Subnet(usize),
+}
+
+/// A router subnet attached with its gateway's VNI and AS: a sub-root, whose VMs are listed
+/// apart from the gateway's result and from the other subnets'.
+#[derive(Debug)]
+struct Subnet {
+    /// The router port (name, uuid) and the address's position in its `mac`: where the
+    /// sub-root stands in the order of production, below its gateway.
+    lrp: (String, Uuid),
+    position: u32,
+    exposed: ExposedSubnet,
+    /// The subnet's switch datapath, where its VMs are.
+    datapath: Uuid,
+    /// Listed while the gateway has its VNI (a refused gateway's subnets are not listed).
+    listing: Option<Listing>,
+}
+
+/// The VMs of a subnet: the addresses inside it of the VM ports bound on its datapath.
+#[derive(Debug)]
+struct Listing {
+    /// What it was listed for: the VNI (the scope), the datapath and the subnet's network.
+    of: (Vni, Uuid, IpNet),
+    read: ReadSet<ModelKey>,
+    ips: Vec<Arc<ExposedIp>>,
+    skips: Vec<Skip>,
+    /// Tells this result from the one that replaces it ([`IpLayout`]).
+    version: u64,
+}
+
+impl Subnet {
+    /// Whether its listing holds for this VNI and the model as it is now.
+    fn listing_valid(&self, vni: Vni, model: &SbModel) -> bool {
+        self.listing.as_ref().is_some_and(|l| {
+            l.of.0 == vni
+                && l.of.1 == self.datapath
+                && l.of.2 == self.exposed.router_ip.trunc()
+                && l.read.still_valid(model.generations())
+        })
+    }
+}
+
+/// The result of one gateway root and what it was computed from.
+#[derive(Debug)]
+struct GatewayResult {
+    /// The gateway's chassis row and name: the listings of its subnets are carried over to the
+    /// next result only from the same place in the order of production (one version is one
+    /// result of one root, [`IpLayout`]).
+    at: (Uuid, String),
+    read: ReadSet<ModelKey>,
+    gateway: Gateway,
+    /// Tells this result (the gateway's own IPs) from the one that replaces it.
+    version: u64,
+}
+
+impl GatewayResult {
+    fn compute(
+        model: &SbModel,
+        mappings: &BridgeMappings,
+        chassis: &Uuid,
+        crlrp: &PortBinding,
+    ) -> Self {
+        let mut reader = Reader::new(model);
+        let gateway = reader.gateway(mappings, crlrp);
+        GatewayResult {
+            at: (chassis.clone(), crlrp.logical_port.clone()),
+            read: reader.finish(),
+            gateway,
+            version: next_version(),
+        }
+    }
+
+    /// Take over the listings of `old` for the subnets that are still there: the listings
+    /// are checked against the model before use, and most often a gateway's change (its
+    /// addresses, another subnet attached) leaves its subnets' VMs as they were.
+    fn adopt_listings(&mut self, old: GatewayResult) {
+        if old.at != self.at {
+            return;
+        }
+        let (Gateway::Asks(new), Gateway::Asks(old)) = (&mut self.gateway, old.gateway) else {
+            return;
+        };
+        let mut listings: HashMap<((String, Uuid), u32), Listing> = old
+            .subnets
+            .into_iter()
+            .filter_map(|s| Some(((s.lrp, s.position), s.listing?)))
+            .collect();
+        for subnet in &mut new.subnets {
+            subnet.listing = listings.remove(&(subnet.lrp.clone(), subnet.position));
+        }
+    }
+}
+
+/// The gateway that claimed a VNI first (in the roots' order).
 struct Claim {
     asn: Asn,
     provider: ProviderNetwork,
     gateway: String,
 }
 
-struct Ctx<'a> {
-    model: &'a SbModel,
-    mappings: BridgeMappings,
-    claims: BTreeMap<Vni, Claim>,
-    out: ExposureSet,
-}
-
-/// The EVPN exposures this chassis must have.
-pub fn compute(model: &SbModel, identity: &ChassisIdentity) -> ExposureSet {
-    // The bridges' ARP/NDP wiring, and the localnet patch ports the redirect flows match on.
-    let (mappings, out) = BridgeMappings::wired(&identity.bridge_mappings, model);
-    let mut ctx = Ctx {
-        model,
-        mappings,
-        claims: BTreeMap::new(),
-        out,
+/// Whether `gateway` gets the VNI it asks for: `Some(reason)` when an earlier gateway claimed
+/// it with another AS or provider network; the first claims it.
+fn claim(
+    claims: &mut BTreeMap<Vni, Claim>,
+    gateway: &Gateway,
+    crlrp: &PortBinding,
+) -> Option<String> {
+    let Gateway::Asks(ask) = gateway else {
+        return None;
     };
-    for chassis in model.chassis_uuids_named(&identity.system_id) {
-        // Sorted by port name: which gateway claims a contested VNI first does not depend on
-        // hash order or on the order rows arrived in.
-        for port in model.ports_on_chassis(&chassis) {
-            if port.port_type == CHASSISREDIRECT {
-                ctx.expose_gateway(port);
-            }
+    let (vni, asn, provider) = (ask.vni, ask.asn, &ask.provider);
+    match claims.get(&vni) {
+        Some(first) if first.asn != asn => Some(format!(
+            "VNI {} is already used by gateway {} with AS {}; this gateway asks for AS {}: one \
+             VRF cannot have two BGP instances",
+            vni.get(),
+            first.gateway,
+            first.asn.get(),
+            asn.get()
+        )),
+        Some(first) if first.provider != *provider => Some(format!(
+            "VNI {} is already attached to provider network {} (bridge {}) by gateway {}; this \
+             gateway is on {} (bridge {}): the VRF has one link to OVS",
+            vni.get(),
+            first.provider.physnet,
+            first.provider.bridge,
+            first.gateway,
+            provider.physnet,
+            provider.bridge
+        )),
+        Some(_) => None,
+        None => {
+            claims.insert(
+                vni,
+                Claim {
+                    asn,
+                    provider: provider.clone(),
+                    gateway: crlrp.logical_port.clone(),
+                },
+            );
+            None
         }
     }
-    ctx.out
+}
+
+/// A root in the order of production: the chassis row (in uuid order), the gateway port (in
+/// `(logical_port, uuid)` order, as the model's index holds them), then its own addresses
+/// before its subnets (in the order of its router's ports, then of their addresses).
+#[derive(Clone, Copy)]
+struct RootOrder<'a> {
+    chassis: &'a Uuid,
+    gateway: &'a PortBinding,
+    subnet: Option<&'a Subnet>,
+}
+
+type OwnedOrder = (Uuid, String, Uuid, Option<(String, Uuid, u32)>);
+
+impl RootKey for RootOrder<'_> {
+    type Owned = OwnedOrder;
+
+    fn to_owned_key(&self) -> Self::Owned {
+        (
+            self.chassis.clone(),
+            self.gateway.logical_port.clone(),
+            self.gateway.uuid.clone(),
+            self.subnet
+                .map(|s| (s.lrp.0.clone(), s.lrp.1.clone(), s.position)),
+        )
+    }
+
+    fn cmp_owned(&self, (chassis, name, uuid, subnet): &Self::Owned) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        self.chassis
+            .cmp(chassis)
+            .then_with(|| self.gateway.logical_port.as_str().cmp(name))
+            .then_with(|| self.gateway.uuid.cmp(uuid))
+            .then_with(|| match (self.subnet, subnet) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Less,
+                (Some(_), None) => Ordering::Greater,
+                (Some(s), Some((lrp, lrp_uuid, position))) => s
+                    .lrp
+                    .0
+                    .cmp(lrp)
+                    .then_with(|| s.lrp.1.cmp(lrp_uuid))
+                    .then_with(|| s.position.cmp(position)),
+            })
+    }
+}
+
+/// The per-root results of the last computation (see the module documentation).
+#[derive(Debug, Default)]
+pub(crate) struct ExposureCache {
+    /// The bridge mappings the results hold for (the one input besides the model).
+    mappings: Option<Vec<(String, String)>>,
+    /// By gateway port uuid.
+    gateways: HashMap<Uuid, GatewayResult>,
+    /// The roots' IPs as last laid out.
+    layout: IpLayout<OwnedOrder>,
+    last: CacheStats,
+}
+
+impl ExposureCache {
+    /// The EVPN exposures this chassis must have: equal to [`compute`]'s, recomputing only the
+    /// gateways and subnets whose lookups changed since the last call.
+    pub(crate) fn compute(&mut self, model: &SbModel, identity: &ChassisIdentity) -> ExposureSet {
+        if self.mappings.as_ref() != Some(&identity.bridge_mappings) {
+            self.gateways.clear();
+            self.mappings = Some(identity.bridge_mappings.clone());
+        }
+        // The bridges' ARP/NDP wiring, and the localnet patch ports the redirect flows match on.
+        let (mappings, mut out) = BridgeMappings::wired(&identity.bridge_mappings, model);
+        let mut stats = CacheStats::default();
+        let mut claims = BTreeMap::new();
+        // Every gateway current, its claim decided and, when it has its VNI, its subnets
+        // listed; in the roots' order (which gateway claims a contested VNI first does not
+        // depend on hash order or on the order rows arrived in).
+        let mut seen: Vec<(&Uuid, &PortBinding, Option<String>)> = Vec::new();
+        let chassis_rows = model.chassis_uuids_named(&identity.system_id);
+        for chassis in &chassis_rows {
+            for port in model.ports_on_chassis(chassis) {
+                if port.port_type != CHASSISREDIRECT {
+                    continue;
+                }
+                stats.roots += 1;
+                let mut result = match self.gateways.remove(&port.uuid) {
+                    Some(cached) if cached.read.still_valid(model.generations()) => cached,
+                    old => {
+                        stats.recomputed += 1;
+                        let mut fresh = GatewayResult::compute(model, &mappings, chassis, port);
+                        if let Some(old) = old {
+                            fresh.adopt_listings(old);
+                        }
+                        fresh
+                    }
+                };
+                let refused = claim(&mut claims, &result.gateway, port);
+                if refused.is_none()
+                    && let Gateway::Asks(ask) = &mut result.gateway
+                {
+                    for subnet in &mut ask.subnets {
+                        stats.roots += 1;
+                        if !subnet.listing_valid(ask.vni, model) {
+                            stats.recomputed += 1;
+                            subnet.listing = Some(Reader::new(model).listing(
+                                ask.vni,
+                                &subnet.datapath,
+                                subnet.exposed.router_ip.trunc(),
+                            ));
+                        }
+                    }
+                }
+                self.gateways.insert(port.uuid.clone(), result);
+                seen.push((chassis, port, refused));
+            }
+        }
+        // Laid out in the roots' order: the scopes' parameters, subnets and skips of every
+        // root (a few), the IPs as a delta of the last layout (only the roots whose result
+        // changed are looked at; a refused gateway is left out, its IPs with it).
+        let gateways = &self.gateways;
+        let mut laid: Vec<(RootOrder<'_>, u64, ScopeId, &[Arc<ExposedIp>])> = Vec::new();
+        for (chassis, port, refused) in &seen {
+            let result = &gateways[&port.uuid];
+            let ask = match (&result.gateway, refused) {
+                (Gateway::NotEvpn, _) => continue,
+                (Gateway::Unusable((row, reason)), _) => {
+                    out.skip(TABLE, row.clone(), reason.clone());
+                    continue;
+                }
+                (Gateway::Asks(_), Some(reason)) => {
+                    let (row, reason) = skip(port, reason.clone());
+                    out.skip(TABLE, row, reason);
+                    continue;
+                }
+                (Gateway::Asks(ask), None) => ask,
+            };
+            let scope = ScopeId::Evpn(ask.vni);
+            out.scope_mut(scope)
+                .evpn
+                .get_or_insert_with(|| EvpnParams::new(ask.vni, ask.asn))
+                .attachments
+                .insert(EvpnAttachment::RouterGateway {
+                    provider: ask.provider.clone(),
+                });
+            let at = |subnet| RootOrder {
+                chassis,
+                gateway: port,
+                subnet,
+            };
+            laid.push((at(None), result.version, scope, &ask.ips));
+            for item in &ask.items {
+                match item {
+                    Item::Skip((row, reason)) => out.skip(TABLE, row.clone(), reason.clone()),
+                    Item::Subnet(i) => {
+                        let subnet = &ask.subnets[*i];
+                        out.scope_mut(scope).subnets.insert(subnet.exposed.clone());
+                        // Always there: listed above, as the gateway has its VNI.
+                        let Some(listing) = &subnet.listing else {
+                            continue;
+                        };
+                        for (row, reason) in &listing.skips {
+                            out.skip(TABLE, row.clone(), reason.clone());
+                        }
+                        laid.push((at(Some(subnet)), listing.version, scope, &listing.ips));
+                    }
+                }
+            }
+        }
+        self.layout.lay(
+            laid.iter().map(|(order, version, scope, ips)| {
+                (*order, *version, ips.iter().map(|ip| (*scope, ip)))
+            }),
+            &mut out,
+        );
+        if self.gateways.len() != seen.len() {
+            let here: HashSet<&Uuid> = seen.iter().map(|(_, port, _)| &port.uuid).collect();
+            self.gateways.retain(|u, _| here.contains(u));
+        }
+        self.last = stats;
+        out
+    }
+
+    /// How the last [`ExposureCache::compute`] went: the gateways and the subnets of those
+    /// that have their VNI, and how many were recomputed.
+    pub(crate) fn last_stats(&self) -> CacheStats {
+        self.last
+    }
 }
 
 /// A router port's address of the same family as `ip`, among `gateway_ips`.
@@ -88,140 +446,137 @@ fn same_family(gateway_ips: &[IpNet], ip: IpNet) -> Option<IpNet> {
         .find(|g| g.addr().is_ipv4() == ip.addr().is_ipv4())
 }
 
-impl<'a> Ctx<'a> {
-    fn skip(&mut self, port: &PortBinding, reason: impl Into<String>) {
-        self.out.skip(
-            TABLE,
-            format!("{} ({})", port.uuid, port.logical_port),
-            reason,
-        );
+/// One root's computation: every model lookup goes through it, so it knows what it read.
+struct Reader<'a> {
+    model: &'a SbModel,
+    read: Vec<(ModelKey, u64)>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(model: &'a SbModel) -> Self {
+        Self {
+            model,
+            read: Vec::new(),
+        }
     }
 
-    fn expose_gateway(&mut self, crlrp: &'a PortBinding) {
+    fn finish(self) -> ReadSet<ModelKey> {
+        ReadSet::new(self.model.generations(), self.read)
+    }
+
+    fn read(&mut self, key: ModelKey) {
+        let generation = self.model.generation(&key);
+        self.read.push((key, generation));
+    }
+
+    fn port_named(&mut self, name: &str) -> Option<&'a PortBinding> {
+        self.read(ModelKey::Named(name.to_owned()));
+        self.model.port_named(name)
+    }
+
+    fn ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
+        self.read(ModelKey::Ports(datapath.to_owned()));
+        self.model.ports_on_datapath(datapath)
+    }
+
+    /// The provider network of `datapath` here, or why it has none.
+    fn provider_of(
+        &mut self,
+        mappings: &BridgeMappings,
+        datapath: &str,
+    ) -> Result<ProviderNetwork, String> {
+        self.read(ModelKey::Localnets(datapath.to_owned()));
+        mappings
+            .provider_of(self.model, datapath)
+            .ok_or_else(|| mappings.why_not_provider(self.model, datapath))
+    }
+
+    fn gateway(&mut self, mappings: &BridgeMappings, crlrp: &'a PortBinding) -> Gateway {
+        // The root's own row: any change to it re-stamps its name.
+        self.read(ModelKey::Named(crlrp.logical_port.clone()));
         let Some(id) = crlrp.logical_port.strip_prefix(CR_LRP_PREFIX) else {
             // Not a Neutron router gateway: not an EVPN gateway either.
-            return;
+            return Gateway::NotEvpn;
         };
-        let Some(gateway_patch) = self.model.port_named(id) else {
+        let Some(gateway_patch) = self.port_named(id) else {
             // Its patch port is not (yet) in the replica: no EVPN settings known.
-            return;
+            return Gateway::NotEvpn;
         };
         let (vni, asn) = match EvpnSettings::of(gateway_patch) {
-            EvpnSettings::Absent => return,
+            EvpnSettings::Absent => return Gateway::NotEvpn,
             EvpnSettings::Invalid(reason) => {
-                return self.skip(
+                return Gateway::Unusable(skip(
                     gateway_patch,
                     format!("EVPN gateway {}: {reason}", crlrp.logical_port),
-                );
+                ));
             }
             EvpnSettings::Valid { vni, asn } => (vni, asn),
         };
         let addresses = match parse_port_addresses(&crlrp.mac) {
             Ok(Some(a)) => a,
             Ok(None) => {
-                return self.skip(
+                return Gateway::Unusable(skip(
                     crlrp,
                     format!("EVPN gateway (VNI {}) has no IP address", vni.get()),
-                );
+                ));
             }
-            Err(e) => return self.skip(crlrp, e),
+            Err(e) => return Gateway::Unusable(skip(crlrp, e)),
         };
-        let Some(provider) = self
-            .mappings
-            .provider_of(self.model, &gateway_patch.datapath)
-        else {
-            let why = self
-                .mappings
-                .why_not_provider(self.model, &gateway_patch.datapath);
-            return self.skip(
-                crlrp,
-                format!(
-                    "EVPN gateway (VNI {}): its provider network cannot be wired here: {why}",
-                    vni.get()
-                ),
-            );
-        };
-        match self.claims.get(&vni) {
-            Some(first) if first.asn != asn => {
-                return self.skip(
+        let provider = match self.provider_of(mappings, &gateway_patch.datapath) {
+            Ok(provider) => provider,
+            Err(why) => {
+                return Gateway::Unusable(skip(
                     crlrp,
                     format!(
-                        "VNI {} is already used by gateway {} with AS {}; this gateway asks for \
-                         AS {}: one VRF cannot have two BGP instances",
-                        vni.get(),
-                        first.gateway,
-                        first.asn.get(),
-                        asn.get()
+                        "EVPN gateway (VNI {}): its provider network cannot be wired here: {why}",
+                        vni.get()
                     ),
-                );
+                ));
             }
-            Some(first) if first.provider != provider => {
-                return self.skip(
-                    crlrp,
-                    format!(
-                        "VNI {} is already attached to provider network {} (bridge {}) by \
-                         gateway {}; this gateway is on {} (bridge {}): the VRF has one link \
-                         to OVS",
-                        vni.get(),
-                        first.provider.physnet,
-                        first.provider.bridge,
-                        first.gateway,
-                        provider.physnet,
-                        provider.bridge
-                    ),
-                );
-            }
-            Some(_) => {}
-            None => {
-                self.claims.insert(
-                    vni,
-                    Claim {
-                        asn,
-                        provider: provider.clone(),
-                        gateway: crlrp.logical_port.clone(),
+        };
+        let ips = addresses
+            .ips
+            .iter()
+            .map(|ip| {
+                Arc::new(ExposedIp {
+                    ndp_proxy: if ip.addr().is_ipv6() {
+                        [ip.trunc()].into()
+                    } else {
+                        Default::default()
                     },
-                );
-            }
-        }
-
-        let scope = self.out.scope_mut(ScopeId::Evpn(vni));
-        scope
-            .evpn
-            .get_or_insert_with(|| EvpnParams::new(vni, asn))
-            .attachments
-            .insert(EvpnAttachment::RouterGateway {
-                provider: provider.clone(),
-            });
-        for ip in &addresses.ips {
-            scope.expose_ip(ExposedIp {
-                ndp_proxy: if ip.addr().is_ipv6() {
-                    [ip.trunc()].into()
-                } else {
-                    Default::default()
-                },
-                lladdr: Some(addresses.mac),
-                provider: Some(provider.clone()),
-                ..ExposedIp::announced(
-                    ip.addr(),
-                    ExposureKind::GatewayPort,
-                    crlrp.logical_port.as_str(),
-                )
-            });
-        }
-        self.expose_subnets(crlrp, id, (vni, asn), &addresses.ips, &provider);
+                    lladdr: Some(addresses.mac),
+                    provider: Some(provider.clone()),
+                    ..ExposedIp::announced(
+                        ip.addr(),
+                        ExposureKind::GatewayPort,
+                        crlrp.logical_port.as_str(),
+                    )
+                })
+            })
+            .collect();
+        let mut ask = Ask {
+            vni,
+            asn,
+            provider,
+            ips,
+            items: Vec::new(),
+            subnets: Vec::new(),
+        };
+        self.subnets(&mut ask, crlrp, id, &addresses.ips);
+        Gateway::Asks(Box::new(ask))
     }
 
-    /// The router's subnets attached with the gateway's VNI and AS, and their VMs.
-    fn expose_subnets(
+    /// The router's subnets attached with the gateway's VNI and AS (their VMs are listed
+    /// apart, [`Self::listing`]).
+    fn subnets(
         &mut self,
+        ask: &mut Ask,
         crlrp: &PortBinding,
         gateway_id: &str,
-        settings: (Vni, Asn),
         gateway_ips: &[IpNet],
-        provider: &ProviderNetwork,
     ) {
-        let (vni, _) = settings;
-        for lrp in self.model.ports_on_datapath(&crlrp.datapath) {
+        let settings = (ask.vni, ask.asn);
+        for lrp in self.ports_on_datapath(&crlrp.datapath) {
             if lrp.port_type != "patch"
                 || lrp.chassis.is_some()
                 || lrp.options.contains_key("chassis-redirect-port")
@@ -234,21 +589,21 @@ impl<'a> Ctx<'a> {
                 .options
                 .get("peer")
                 .filter(|p| p.as_str() != gateway_id)
-                .and_then(|p| self.model.port_named(p))
+                .and_then(|p| self.port_named(p))
             else {
                 continue;
             };
             match EvpnSettings::of(peer) {
                 EvpnSettings::Absent => continue,
                 EvpnSettings::Invalid(reason) => {
-                    self.skip(
+                    ask.items.push(Item::Skip(skip(
                         peer,
                         format!("subnet of EVPN gateway {}: {reason}", crlrp.logical_port),
-                    );
+                    )));
                     continue;
                 }
                 EvpnSettings::Valid { vni: v, asn: a } if (v, a) != settings => {
-                    self.skip(
+                    ask.items.push(Item::Skip(skip(
                         peer,
                         format!(
                             "subnet attached with VNI {} AS {}, its router's gateway {} with \
@@ -256,10 +611,10 @@ impl<'a> Ctx<'a> {
                             v.get(),
                             a.get(),
                             crlrp.logical_port,
-                            vni.get(),
+                            settings.0.get(),
                             settings.1.get()
                         ),
-                    );
+                    )));
                     continue;
                 }
                 EvpnSettings::Valid { .. } => {}
@@ -268,11 +623,11 @@ impl<'a> Ctx<'a> {
                 Ok(Some(a)) => a,
                 Ok(None) => continue,
                 Err(e) => {
-                    self.skip(lrp, e);
+                    ask.items.push(Item::Skip(skip(lrp, e)));
                     continue;
                 }
             };
-            for router_ip in addresses.ips {
+            for (position, router_ip) in addresses.ips.into_iter().enumerate() {
                 if gateway_ips.iter().any(|g| g.addr() == router_ip.addr()) {
                     continue;
                 }
@@ -281,44 +636,56 @@ impl<'a> Ctx<'a> {
                 let Some(via) = same_family(gateway_ips, router_ip) else {
                     continue;
                 };
-                self.out
-                    .scope_mut(ScopeId::Evpn(vni))
-                    .subnets
-                    .insert(ExposedSubnet {
+                ask.items.push(Item::Subnet(ask.subnets.len()));
+                ask.subnets.push(Subnet {
+                    lrp: (lrp.logical_port.clone(), lrp.uuid.clone()),
+                    position: u32::try_from(position).unwrap_or(u32::MAX),
+                    exposed: ExposedSubnet {
                         router_ip,
                         via: via.addr(),
-                        provider: provider.clone(),
+                        provider: ask.provider.clone(),
                         source: lrp.logical_port.clone(),
-                    });
-                self.expose_tenant_ips(vni, &peer.datapath, router_ip);
+                    },
+                    datapath: peer.datapath.clone(),
+                    listing: None,
+                });
             }
         }
     }
 
-    /// The addresses inside `subnet` of the VMs bound on the subnet's datapath.
-    fn expose_tenant_ips(&mut self, vni: Vni, datapath: &str, subnet: IpNet) {
-        let network = subnet.trunc();
-        for port in self.model.ports_on_datapath(datapath) {
+    /// The addresses inside `network` of the VMs bound on `datapath` (a subnet's sub-root).
+    fn listing(mut self, vni: Vni, datapath: &str, network: IpNet) -> Listing {
+        let mut ips = Vec::new();
+        let mut skips = Vec::new();
+        for port in self.ports_on_datapath(datapath) {
             if !matches!(port.port_type.as_str(), "" | "virtual") || port.chassis.is_none() {
                 continue;
             }
-            let ips = match vm_port_ips(port) {
+            let port_ips = match vm_port_ips(port) {
                 Ok(Some(ips)) => ips,
                 Ok(None) => continue,
                 Err(e) => {
-                    self.skip(port, e);
+                    skips.push(skip(port, e));
                     continue;
                 }
             };
-            for ip in ips.into_iter().filter(|ip| network.contains(&ip.addr())) {
-                self.out
-                    .scope_mut(ScopeId::Evpn(vni))
-                    .expose_ip(ExposedIp::announced(
-                        ip.addr(),
-                        ExposureKind::TenantPort,
-                        port.logical_port.as_str(),
-                    ));
+            for ip in port_ips
+                .into_iter()
+                .filter(|ip| network.contains(&ip.addr()))
+            {
+                ips.push(Arc::new(ExposedIp::announced(
+                    ip.addr(),
+                    ExposureKind::TenantPort,
+                    port.logical_port.as_str(),
+                )));
             }
+        }
+        Listing {
+            of: (vni, datapath.to_owned(), network),
+            read: self.finish(),
+            ips,
+            skips,
+            version: next_version(),
         }
     }
 }
@@ -782,5 +1149,386 @@ pub(super) mod tests {
         let set = compute(&m, &node1());
         assert_eq!(scope(&set, 2002).evpn.as_ref().unwrap().bgp_as.get(), 65000);
         assert_eq!(set.scopes.len(), 3);
+    }
+
+    mod cache {
+        //! The cache against a computation from scratch, over random sequences of row changes in
+        //! a small world where every lookup the computation makes is exercised: gateways bound
+        //! here (on two chassis rows of this name) or elsewhere, claiming one VNI with agreeing
+        //! or conflicting AS and provider networks, subnets attached and detached, VMs bound,
+        //! unbound and readdressed, provider localnets coming and going.
+
+        use std::collections::BTreeMap;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        const HERE: &str = "ch-here";
+        /// A second Chassis row of this chassis' name, sorting before the first.
+        const HERE_TOO: &str = "ch-0-here";
+        const ELSEWHERE: &str = "ch-other";
+        const NAMES: &[&str] = &[
+            "cr-lrp-g0",
+            "cr-lrp-g1",
+            "cr-lrp-g2",
+            "g0",
+            "g1",
+            "g2",
+            "lrp-s0",
+            "lrp-s1",
+            "s0",
+            "s1",
+            "vm0",
+            "vm1",
+            "vm2",
+            "provnet-0",
+            "provnet-1",
+            "lrp-g0",
+            "gw-no-prefix",
+        ];
+        const TYPES: &[&str] = &["", "virtual", "chassisredirect", "patch", "localnet"];
+        const DATAPATHS: &[&str] = &["dp-p0", "dp-p1", "dp-r0", "dp-r1", "dp-t0", "dp-t1"];
+        const MACS: &[&[&str]] = &[
+            &[],
+            &["fa:16:3e:00:00:01 172.24.4.5/24 2001:db8::5/64"],
+            &["fa:16:3e:00:00:02 172.24.4.6/24"],
+            &["fa:16:3e:00:00:03 10.0.0.1/24 fd00::1/64"],
+            &["fa:16:3e:00:00:04 10.1.0.1/24 10.0.0.2/24"],
+            &["fa:16:3e:00:00:05 10.0.0.10 fd00::10"],
+            &["fa:16:3e:00:00:06 10.1.0.11 10.0.0.10"],
+            &["unknown"],
+            &["not-a-mac"],
+            &["fa:16:3e:00:00:07"],
+            &["fa:16:3e:00:00:08 172.24.4.5/24"],
+        ];
+        const OPTIONS: usize = 8;
+        const EXTS: usize = 7;
+        const CHASSIS: &[Option<&str>] = &[Some(HERE), Some(HERE_TOO), Some(ELSEWHERE), None];
+        const MAPPINGS: &[&[(&str, &str)]] = &[
+            &[("public", "br-ex")],
+            &[("public", "br-ex"), ("public2", "br-ex2")],
+            &[("public2", "br-ex2")],
+            &[("public", "br/bad"), ("public2", "br-ex2")],
+        ];
+
+        /// What each row slot is in a working cloud: (name, type, datapath, mac, options,
+        /// external ids, chassis) as indexes into the lists above. A step keeps each of them or
+        /// draws it at random, so the paths that need several rows to agree (a gateway with its
+        /// patch port and localnet, a router port with its peer and VMs) are reached often, and
+        /// broken variants of them too. `cr-lrp-g2` is on the second chassis row, which sorts
+        /// first: when that row and `public2` are there, it claims VNI 1001 on another provider
+        /// network and `cr-lrp-g0` is refused.
+        const ROLES: &[(usize, usize, usize, usize, usize, usize, usize)] = &[
+            (13, 4, 0, 0, 4, 0, 3), // provnet-0: physnet public on dp-p0
+            (14, 4, 1, 0, 5, 0, 3), // provnet-1: physnet public2 on dp-p1
+            (0, 2, 2, 1, 0, 0, 0),  // cr-lrp-g0, dual-stack, bound here, router dp-r0
+            (1, 2, 3, 2, 0, 0, 0),  // cr-lrp-g1, IPv4, bound here, router dp-r1
+            (2, 2, 2, 10, 0, 0, 1), // cr-lrp-g2, g0's IPv4 address, router dp-r0
+            (3, 3, 0, 0, 0, 1, 3),  // g0: VNI 1001 AS 64999 on dp-p0
+            (4, 3, 0, 0, 0, 2, 3),  // g1: VNI 1001 AS 65000 (conflicting AS)
+            (5, 3, 1, 0, 0, 1, 3),  // g2: VNI 1001 AS 64999 on dp-p1 (conflicting provider)
+            (15, 3, 2, 1, 6, 0, 3), // lrp-g0: the router's gateway port (not a subnet)
+            (6, 3, 2, 3, 1, 0, 3),  // lrp-s0: dual-stack subnet, peer s0
+            (7, 3, 2, 4, 2, 0, 3),  // lrp-s1: two IPv4 subnets, peer s1
+            (8, 3, 4, 0, 7, 1, 3),  // s0: attached with VNI 1001 AS 64999, on dp-t0
+            (9, 3, 5, 0, 0, 1, 3),  // s1: same, on dp-t1
+            (10, 0, 4, 5, 0, 0, 2), // vm0 on dp-t0, bound elsewhere
+            (11, 0, 5, 6, 0, 0, 2), // vm1 on dp-t1 (one address in s0's network)
+            (12, 1, 4, 7, 0, 6, 0), // vm2: virtual, no port security, neutron:cidrs
+            (12, 0, 5, 8, 0, 0, 2), // another vm2 with a broken MAC
+            (16, 2, 3, 2, 0, 0, 0), // a chassisredirect port without the cr-lrp- prefix
+        ];
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            Port {
+                slot: usize,
+                /// Per field: keep the role's value, or use the drawn one.
+                keep: [bool; 7],
+                drawn: [usize; 7],
+                tag: bool,
+            },
+            RemovePort(usize),
+            /// The second Chassis row of this chassis' name comes or goes.
+            SecondChassis(bool),
+            Mappings(usize),
+            /// A VPN renumbered: every port with a VNI gets this VNI and AS at once.
+            Renumber(u32, u32),
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            let drawn = (
+                0..NAMES.len(),
+                0..TYPES.len(),
+                0..DATAPATHS.len(),
+                0..MACS.len(),
+                0..OPTIONS,
+                0..EXTS,
+                0..CHASSIS.len(),
+            )
+                .prop_map(|(a, b, c, d, e, f, g)| [a, b, c, d, e, f, g]);
+            let keep = prop::array::uniform7(prop::bool::weighted(0.85));
+            prop_oneof![
+                8 => (0..ROLES.len(), keep, drawn, prop::bool::weighted(0.2)).prop_map(
+                    |(slot, keep, drawn, tag)| Step::Port { slot, keep, drawn, tag }
+                ),
+                2 => (0..ROLES.len()).prop_map(Step::RemovePort),
+                1 => any::<bool>().prop_map(Step::SecondChassis),
+                1 => (0..MAPPINGS.len()).prop_map(Step::Mappings),
+                1 => (prop::sample::select(vec![1001u32, 2002]), prop::sample::select(vec![64999u32, 65000]))
+                    .prop_map(|(vni, asn)| Step::Renumber(vni, asn)),
+            ]
+        }
+
+        fn slot_row(slot: usize, keep: [bool; 7], drawn: [usize; 7], tag: bool) -> PortBinding {
+            let r = ROLES[slot];
+            let role = [r.0, r.1, r.2, r.3, r.4, r.5, r.6];
+            let f: Vec<usize> = (0..7)
+                .map(|i| if keep[i] { role[i] } else { drawn[i] })
+                .collect();
+            let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            };
+            let options = map(match f[4] {
+                0 => &[],
+                1 => &[("peer", "s0")],
+                2 => &[("peer", "s1")],
+                3 => &[("peer", "g0")],
+                4 => &[("network_name", "public")],
+                5 => &[("network_name", "public2")],
+                6 => &[("peer", "g0"), ("chassis-redirect-port", "cr-lrp-g0")],
+                _ => &[("peer", "lrp-s0")],
+            });
+            let external_ids = map(match f[5] {
+                0 => &[],
+                1 => &[(keys::BGPVPN_VNI, "1001"), (keys::BGPVPN_AS, "64999")],
+                2 => &[(keys::BGPVPN_VNI, "1001"), (keys::BGPVPN_AS, "65000")],
+                3 => &[(keys::BGPVPN_VNI, "2002"), (keys::BGPVPN_AS, "64999")],
+                4 => &[(keys::BGPVPN_VNI, "x"), (keys::BGPVPN_AS, "64999")],
+                5 => &[(keys::BGPVPN_VNI, "1001")],
+                _ => &[(keys::CIDRS, "10.0.0.7/24 fd00::7/64")],
+            });
+            PortBinding {
+                uuid: format!("pb-{slot:02}"),
+                logical_port: NAMES[f[0]].into(),
+                port_type: TYPES[f[1]].into(),
+                datapath: DATAPATHS[f[2]].into(),
+                mac: MACS[f[3]].iter().map(|m| m.to_string()).collect(),
+                options,
+                external_ids,
+                chassis: CHASSIS[f[6]].map(str::to_owned),
+                tag: tag.then_some(100),
+                ..Default::default()
+            }
+        }
+
+        fn identity(mappings: usize) -> ChassisIdentity {
+            ChassisIdentity {
+                system_id: "here".into(),
+                bridge_mappings: MAPPINGS[mappings]
+                    .iter()
+                    .map(|(p, b)| (p.to_string(), b.to_string()))
+                    .collect(),
+                ..Default::default()
+            }
+        }
+
+        /// The world: this chassis and another; with `working`, every role's row.
+        fn world(working: bool) -> SbModel {
+            let mut model = SbModel::default();
+            model.upsert_chassis(HERE.into(), "here".into());
+            model.upsert_chassis(ELSEWHERE.into(), "other".into());
+            if working {
+                for slot in 0..ROLES.len() {
+                    model.upsert_port(slot_row(slot, [true; 7], [0; 7], false));
+                }
+            }
+            model
+        }
+
+        fn apply(model: &mut SbModel, mappings: &mut usize, step: &Step) {
+            match step {
+                Step::Port {
+                    slot,
+                    keep,
+                    drawn,
+                    tag,
+                } => model.upsert_port(slot_row(*slot, *keep, *drawn, *tag)),
+                Step::RemovePort(slot) => model.remove_port(&format!("pb-{slot:02}")),
+                Step::SecondChassis(true) => model.upsert_chassis(HERE_TOO.into(), "here".into()),
+                Step::SecondChassis(false) => model.remove_chassis(HERE_TOO),
+                Step::Mappings(m) => *mappings = *m,
+                Step::Renumber(vni, asn) => {
+                    let vpn: Vec<PortBinding> = model
+                        .all_ports()
+                        .into_iter()
+                        .filter(|p| p.external_ids.contains_key(keys::BGPVPN_VNI))
+                        .cloned()
+                        .collect();
+                    for mut p in vpn {
+                        p.external_ids
+                            .insert(keys::BGPVPN_VNI.into(), vni.to_string());
+                        p.external_ids
+                            .insert(keys::BGPVPN_AS.into(), asn.to_string());
+                        model.upsert_port(p);
+                    }
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(400))]
+
+            #[test]
+            /// Computed after most steps, not all: the live driver computes once per batch of
+            /// changes, so a root may have several changes to catch up with.
+            fn the_cache_always_equals_a_computation_from_scratch(
+                working in any::<bool>(),
+                steps in prop::collection::vec((step(), prop::bool::weighted(0.7)), 1..60),
+            ) {
+                let mut model = world(working);
+                let mut mappings = 0;
+                let mut cache = ExposureCache::default();
+                for (i, (s, then_compute)) in steps.iter().enumerate() {
+                    apply(&mut model, &mut mappings, s);
+                    if !then_compute && i + 1 < steps.len() {
+                        continue;
+                    }
+                    let cached = cache.compute(&model, &identity(mappings));
+                    let fresh = compute(&model, &identity(mappings));
+                    prop_assert_eq!(cached, fresh, "after step {}: {:?}", i, s);
+                }
+            }
+        }
+
+        /// The test model with a second subnet, IPv4 only, on its own switch.
+        fn two_subnets() -> SbModel {
+            let mut m = model();
+            m.upsert_port(opt(
+                port(
+                    "lrp-sub2",
+                    "patch",
+                    ROUTER_DP,
+                    "fa:16:3e:dd:ee:01 10.1.0.1/24",
+                ),
+                "peer",
+                "sub2",
+            ));
+            m.upsert_port(evpn(
+                opt(
+                    port("sub2", "patch", "tenant2", "router"),
+                    "peer",
+                    "lrp-sub2",
+                ),
+                "1001",
+                "64999",
+            ));
+            m.upsert_port(bound(
+                port("vm2", "", "tenant2", "fa:16:3e:00:00:20 10.1.0.20"),
+                OTHER_CH,
+            ));
+            m
+        }
+
+        /// A VM bound on one subnet lists that subnet's VMs again, not the other subnets' nor
+        /// the gateway; a gateway's change keeps its subnets' listings; a claim decided
+        /// otherwise recomputes only the gateway that changed.
+        #[test]
+        fn an_event_recomputes_only_the_roots_it_touched() {
+            let mut m = two_subnets();
+            let mut cache = ExposureCache::default();
+            let set = cache.compute(&m, &node1());
+            assert_eq!(set, compute(&m, &node1()));
+            // The gateway, and its subnets: 10.0.0.1/24 and fd00::1/64 of lrp-sub, 10.1.0.1/24.
+            assert_eq!(
+                cache.last_stats(),
+                CacheStats {
+                    roots: 4,
+                    recomputed: 4
+                }
+            );
+            let unchanged = cache.compute(&m, &node1());
+            assert_eq!(cache.last_stats().recomputed, 0);
+            assert!(
+                unchanged.scopes[&ScopeId::Evpn(vni(1001))]
+                    .ips
+                    .ptr_eq(&set.scopes[&ScopeId::Evpn(vni(1001))].ips)
+            );
+
+            m.upsert_port(bound(
+                port("vm3", "", "tenant2", "fa:16:3e:00:00:21 10.1.0.21"),
+                OTHER_CH,
+            ));
+            let set = cache.compute(&m, &node1());
+            assert_eq!(
+                cache.last_stats(),
+                CacheStats {
+                    roots: 4,
+                    recomputed: 1
+                }
+            );
+            assert!(scope(&set, 1001).ips.contains_key(&ip("10.1.0.21")));
+            assert_eq!(set, compute(&m, &node1()));
+
+            // Readdressed on the dual-stack subnet: both of its families are listed again.
+            with(&mut m, "vm1", |p| {
+                p.mac = vec!["fa:16:3e:00:00:10 10.0.0.11 fd00::11".into()]
+            });
+            let set = cache.compute(&m, &node1());
+            assert_eq!(cache.last_stats().recomputed, 2);
+            assert!(scope(&set, 1001).ips.contains_key(&ip("fd00::11")));
+            assert_eq!(set, compute(&m, &node1()));
+
+            // The gateway's own row: the gateway again, its subnets' VMs kept.
+            with(&mut m, "cr-lrp-gw", |p| {
+                p.mac = vec![format!("{GW_MAC} 172.24.100.7/24 2001:db8::5/64")]
+            });
+            let set = cache.compute(&m, &node1());
+            assert_eq!(cache.last_stats().recomputed, 1);
+            assert!(scope(&set, 1001).ips.contains_key(&ip("172.24.100.7")));
+            assert_eq!(set, compute(&m, &node1()));
+
+            // A second gateway asking for the VNI with another AS is refused...
+            second_router(&mut m, "1001", "65000", PROVIDER_DP);
+            let set = cache.compute(&m, &node1());
+            assert_eq!(
+                cache.last_stats(),
+                CacheStats {
+                    roots: 5,
+                    recomputed: 1
+                }
+            );
+            assert!(!scope(&set, 1001).ips.contains_key(&ip("172.24.100.6")));
+            assert_eq!(set, compute(&m, &node1()));
+            // ...until the first one leaves the VPN: the second is not recomputed, it gets the
+            // VNI when the claims are decided again.
+            with(&mut m, "gw", |p| p.external_ids.clear());
+            let set = cache.compute(&m, &node1());
+            assert_eq!(
+                cache.last_stats(),
+                CacheStats {
+                    roots: 2,
+                    recomputed: 1
+                }
+            );
+            let s = scope(&set, 1001);
+            assert_eq!(s.evpn.as_ref().unwrap().bgp_as.get(), 65000);
+            assert!(s.ips.contains_key(&ip("172.24.100.6")));
+            assert_eq!(set, compute(&m, &node1()));
+            // And back: the second is refused again, its address withdrawn.
+            with(&mut m, "gw", |p| {
+                p.external_ids
+                    .insert(keys::BGPVPN_VNI.into(), "1001".into());
+                p.external_ids
+                    .insert(keys::BGPVPN_AS.into(), "64999".into());
+            });
+            let set = cache.compute(&m, &node1());
+            assert!(!scope(&set, 1001).ips.contains_key(&ip("172.24.100.6")));
+            assert_eq!(set, compute(&m, &node1()));
+        }
     }
 }

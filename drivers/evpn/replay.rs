@@ -1,7 +1,9 @@
 //! `ovn_evpn_driver` under the replay engine ([`crate::replay`]): the shared SB replay driver
-//! ([`SbReplay`]) with the live driver's [`EvpnGateways`] policy and [`super::compute::compute`].
+//! ([`SbReplay`]) with the live driver's [`EvpnGateways`] policy and
+//! `live::cached_exposures` (so every case also exercises the per-gateway cache across
+//! its steps).
 
-use super::live::NAME;
+use super::live::{self, NAME};
 use crate::ovn::sb::condition::EvpnGateways;
 use crate::ovn::sb::replay::SbReplay;
 use crate::plugin::PluginError;
@@ -13,6 +15,6 @@ pub fn start(input: &ReplayInput) -> Result<Box<dyn ReplayDriver>, PluginError> 
         NAME,
         input.identity.clone(),
         EvpnGateways,
-        Box::new(super::compute::compute),
+        live::cached_exposures(),
     )))
 }

@@ -73,7 +73,8 @@ impl<K: Hash + Eq> Generations<K> {
 }
 
 /// How much of a driver's last computation was reused: the roots it is made of (ports bound
-/// here, gateways hosted here, their routers), and how many of them had to be recomputed.
+/// here, gateways hosted here, their routers, their subnets), and how many of them had to be
+/// recomputed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
     pub roots: usize,
@@ -81,15 +82,15 @@ pub struct CacheStats {
 }
 
 /// What one computation read: each lookup with its generation then (the per-root caches of the
-/// SB and NB BGP drivers).
-#[cfg(any(feature = "sb_bgp", feature = "nb_bgp"))]
+/// SB BGP, NB BGP and EVPN drivers).
+#[cfg(any(feature = "sb_bgp", feature = "nb_bgp", feature = "evpn"))]
 #[derive(Debug, Clone)]
 pub(crate) struct ReadSet<K> {
     epoch: u64,
     read: Vec<(K, u64)>,
 }
 
-#[cfg(any(feature = "sb_bgp", feature = "nb_bgp"))]
+#[cfg(any(feature = "sb_bgp", feature = "nb_bgp", feature = "evpn"))]
 impl<K: Hash + Eq + Ord> ReadSet<K> {
     /// `read`: the lookups made, in any order and with repeats.
     pub(crate) fn new(generations: &Generations<K>, mut read: Vec<(K, u64)>) -> Self {

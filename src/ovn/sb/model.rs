@@ -150,8 +150,9 @@ impl SbModel {
         self.generations.epoch()
     }
 
-    /// The generations themselves, for [`crate::ovn::generations::ReadSet`] (the sb_bgp driver's).
-    #[cfg_attr(not(feature = "sb_bgp"), allow(dead_code))]
+    /// The generations themselves, for [`crate::ovn::generations::ReadSet`] (the SB BGP and EVPN
+    /// drivers').
+    #[cfg_attr(not(any(feature = "sb_bgp", feature = "evpn")), allow(dead_code))]
     pub(crate) fn generations(&self) -> &Generations<ModelKey> {
         &self.generations
     }
