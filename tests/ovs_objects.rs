@@ -576,3 +576,77 @@ async fn an_ovs_without_static_fdb_support_is_a_clear_error() {
     );
     assert!(static_entries(&node, "br-ex").is_empty());
 }
+
+/// As the agent wires it (tool classes in the background, the periodic OVS check running): an
+/// OVS port set equal to the last one applied is not read again on every reconcile (an
+/// `ovs-vsctl` per OVSDB event on an EVPN gateway), and a port deleted by hand comes back with
+/// the periodic check, which re-runs the ports' last reconcile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_ports_are_left_to_the_periodic_check() {
+    use ovn_bgp_agent::caps::{FdbReconciler, FlowReconciler, OvsPortReconciler};
+    let node = OvsNode::start(&unique_tag());
+    node.provider_bridges();
+    let (opts, log) = logged_vsctl(&node);
+    let ports = Arc::new(OvsPorts::new(opts.clone()));
+    let fdb = Arc::new(OvsFdb::new(opts.clone()));
+    let flows = Arc::new(OvsFlows::new(opts).with_drift_checks(vec![
+        ports.clone() as Arc<dyn DriftCheck>,
+        fdb.clone() as Arc<dyn DriftCheck>,
+    ]));
+    let mut config = ovn_bgp_agent::config::AgentConfig::default();
+    config.linux.netns = Some(node.netns.name.clone());
+    let reconciler = ovn_bgp_agent::caps::reconcile::CompositeReconciler::new(
+        Arc::new(ovn_bgp_agent::caps::netlink::NetlinkReconciler::from_config(&config.linux)),
+        Some(flows.clone() as Arc<dyn FlowReconciler>),
+        None,
+    )
+    .with_ovs_ports_and_fdb(
+        Some(ports as Arc<dyn OvsPortReconciler>),
+        Some(fdb as Arc<dyn FdbReconciler>),
+    )
+    .with_flow_check_running()
+    .with_background_tools(ovn_bgp_agent::caps::reconcile::AGENT_TOOL_WAIT);
+    let port_reads = || {
+        invocations(&log)
+            .iter()
+            .filter(|l| l.contains("find Port external_ids:ovn-bgp-agent=owned"))
+            .count()
+    };
+
+    let mut desired = DesiredSystem::default();
+    desired
+        .ovs_ports
+        .insert(port("br-ex", "vlan-100", true, Some(100)));
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.added.get("ovs_ports"), Some(&1), "{report:?}");
+    let reads = port_reads();
+    assert_eq!(reads, 1, "{:?}", invocations(&log));
+
+    // Events that change something else: the ports are not read again.
+    for i in 1..=3u8 {
+        desired.flows.insert(evpn_redirect(
+            &format!("fa:16:3e:00:00:0{i}"),
+            "fa:16:3e:00:00:10",
+        ));
+        desired.ownership.flow_cookies.insert(EVPN_COOKIE);
+        let report = reconciler.reconcile(&desired).await.unwrap();
+        assert!(report.errors.is_empty(), "{report:?}");
+        assert_eq!(report.added.get("flows"), Some(&1), "{report:?}");
+    }
+    assert_eq!(port_reads(), reads, "{:?}", invocations(&log));
+
+    // Deleted by hand: the periodic check puts it back.
+    node.vsctl(&["del-port", "vlan-100"]);
+    flows.check_others_now().await;
+    assert_eq!(node.vsctl(&["port-to-br", "vlan-100"]), "br-ex");
+    assert_eq!(get(&node, "port", "vlan-100", "tag"), "100");
+
+    // A changed set is applied at once, before the kernel part.
+    desired
+        .ovs_ports
+        .insert(port("br-ex", "vlan-200", true, Some(200)));
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert_eq!(report.added.get("ovs_ports"), Some(&1), "{report:?}");
+    assert_eq!(node.vsctl(&["port-to-br", "vlan-200"]), "br-ex");
+}
