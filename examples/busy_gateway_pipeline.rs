@@ -11,6 +11,11 @@
 //! gateway port is hosted here, their FIPs and tenant VMs), a provider VM created and bound
 //! here per event.
 //!
+//! Then the EVPN driver (`ovn_evpn_driver`) and the vrf rendering over the SB model with each
+//! router's gateway and tenant subnet in a VPN of its own (VNI 1000 + r), as
+//! `sb_bgp_bench.sh --busy ... --evpn` loads: its tenant VMs are what this chassis exposes (on
+//! `lo-<vni>`); a tenant VM of router 0 is bound per event.
+//!
 //! Run: `cargo run --release --example busy_gateway_pipeline [EXPOSURES...]`
 //! (default 1000 10000 30000).
 
@@ -237,6 +242,105 @@ fn main() {
         );
     }
     nb_events(&sizes);
+    evpn_events(&sizes);
+}
+
+/// The EVPN driver and the vrf rendering, one tenant VM bound per event (see the module doc).
+fn evpn_events(sizes: &[usize]) {
+    use ovn_bgp_agent::backends::vrf::incremental::IncrementalRender as VrfIncremental;
+    use ovn_bgp_agent::backends::vrf::render::{Facts as VrfFacts, VrfSettings, render as vrf};
+    use ovn_bgp_agent::drivers::evpn::compute::{ExposureCache as EvpnCache, compute as evpn};
+    use ovn_bgp_agent::ovn::identity::ChassisIdentity;
+    use ovn_bgp_agent::system::LinkKind;
+    let identity = ChassisIdentity {
+        system_id: "here".into(),
+        bridge_mappings: vec![("public".into(), "br-ex".into())],
+        ..Default::default()
+    };
+    let settings = VrfSettings {
+        vrf_is_bridge: false,
+        loopback_kind: LinkKind::Dummy,
+        udp_dstport: 4789,
+        delete_vrf_on_disconnect: true,
+    };
+    let facts = VrfFacts {
+        vtep: Some("192.0.2.1".parse().unwrap()),
+        ..VrfFacts::default()
+    };
+    println!();
+    println!(
+        "| EVPN: tenant VMs here | from scratch (ms) | cached (ms) | roots recomputed | vrf render (ms) | render as a delta (ms) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for &n in sizes {
+        // Twice the routers of the SB shape: EVPN exposes the VMs, not the FIPs.
+        let mut model = busy_model(2 * n);
+        let routers = (2 * n).div_ceil(2 * PER_ROUTER);
+        for r in 0..routers {
+            for (uuid, name, dp) in [
+                (format!("pgw-{r}"), format!("gw{r}"), "dp-prov".to_owned()),
+                (format!("ls-{r}"), format!("ls-if{r}"), format!("dp-t{r}")),
+            ] {
+                let mut p = port(uuid, name, "patch", &dp, vec![]);
+                p.external_ids = ext(&[
+                    ("neutron_bgpvpn:vni", (1000 + r).to_string()),
+                    ("neutron_bgpvpn:as", "64999".into()),
+                ]);
+                model.upsert_port(p);
+            }
+        }
+        let mut cache = EvpnCache::default();
+        let first = cache.compute(&model, &identity);
+        let mut incremental = VrfIncremental::default();
+        incremental.render(&settings, &facts, &Arc::new(first.clone()));
+        let (mut scratch, mut cached, mut rendered, mut delta) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut recomputed = 0;
+        for e in 0..EVENTS {
+            let mut vm = port(
+                format!("new-{e}"),
+                format!("new-{e}"),
+                "",
+                "dp-t0",
+                vec![format!(
+                    "fa:16:3e:05:00:{:02x} 10.200.3.{}",
+                    e % 256,
+                    100 + e
+                )],
+            );
+            vm.chassis = Some("elsewhere".into());
+            model.upsert_port(vm);
+            let t = Instant::now();
+            let fresh = evpn(&model, &identity);
+            scratch.push(t.elapsed());
+            let t = Instant::now();
+            let set = cache.compute(&model, &identity);
+            cached.push(t.elapsed());
+            recomputed = cache.last_stats().recomputed;
+            assert_eq!(set, fresh);
+            let t = Instant::now();
+            let out = vrf(&settings, &facts, &set);
+            rendered.push(t.elapsed());
+            let shared = Arc::new(set);
+            let t = Instant::now();
+            let as_delta = incremental.render(&settings, &facts, &shared);
+            delta.push(t.elapsed());
+            assert!(!incremental.stats().full);
+            assert_eq!(as_delta, out);
+        }
+        let vms: usize = first.scopes.values().map(|s| s.ips.len()).sum();
+        println!(
+            "| {} ({} VRFs) | {:.2} | {:.2} | {} of {} | {:.2} | {:.2} |",
+            vms,
+            first.scopes.len() - 1,
+            median(scratch),
+            median(cached),
+            recomputed,
+            cache.last_stats().roots,
+            median(rendered),
+            median(delta)
+        );
+    }
 }
 
 /// The exposure counts of the command line, by default 1k, 10k and 30k.

@@ -308,8 +308,8 @@ fn tenant(i: u32) -> ExposedIp {
     ExposedIp::announced(addr, ExposureKind::TenantPort, format!("vm-{i}"))
 }
 
-/// An event that binds one VM next to many renders that VM only, and one that changes the
-/// scope's frame (another attachment) renders its IPs all again.
+/// An event that binds one VM next to many renders that VM only (and not the scope's frame),
+/// and one that changes the scope's frame (another attachment) renders its IPs all again.
 #[test]
 fn one_more_vm_renders_one_ip() {
     let settings = settings(false, true);
@@ -321,7 +321,8 @@ fn one_more_vm_renders_one_ip() {
         incremental.stats(),
         RenderStats {
             full: true,
-            ips_rendered: 1000
+            ips_rendered: 1000,
+            frames_rendered: 1,
         }
     );
 
@@ -332,7 +333,8 @@ fn one_more_vm_renders_one_ip() {
         incremental.stats(),
         RenderStats {
             full: false,
-            ips_rendered: 1
+            ips_rendered: 1,
+            frames_rendered: 0,
         }
     );
     assert_eq!(got, render(&settings, &facts, &set));
@@ -354,5 +356,6 @@ fn one_more_vm_renders_one_ip() {
         });
     let got = incremental.render(&settings, &facts, &Arc::new(set.clone()));
     assert_eq!(incremental.stats().ips_rendered, 1001);
+    assert_eq!(incremental.stats().frames_rendered, 1);
     assert_eq!(got, render(&settings, &facts, &set));
 }

@@ -29,8 +29,8 @@ use crate::caps::frr::objects::FrrObject;
 use crate::caps::frr::templates::{AddVrf, ConfigureNd};
 use crate::caps::frr::values::{RouteDistinguisher, Vni};
 use crate::exposure::{
-    EvpnAttachment, EvpnParams, ExposedIp, ExposureScope, ExposureSet, LocalnetAttachment,
-    ProviderNetwork, ScopeId,
+    EvpnAttachment, EvpnParams, ExposedIp, ExposedRoute, ExposedSubnet, ExposureScope, ExposureSet,
+    LocalnetAttachment, ProviderNetwork, ScopeId,
 };
 use crate::plugin::Rendered;
 use crate::system::{
@@ -281,6 +281,7 @@ pub(super) fn render_retained(
 }
 
 /// One EVPN scope without its IPs: what every IP of the scope is rendered against.
+#[derive(Clone)]
 pub(super) struct FramePass {
     /// Reported whether or not the scope renders (an ND prefix FRR's template refuses).
     pub(super) before_ips: Vec<(String, String)>,
@@ -289,6 +290,7 @@ pub(super) struct FramePass {
 }
 
 /// A scope's objects without its IPs', and what its IPs are rendered against.
+#[derive(Clone)]
 pub(super) struct Framed {
     pub(super) system: DesiredSystem,
     pub(super) frame: ScopeFrame,
@@ -318,6 +320,46 @@ impl ScopeFrame {
             // Only announced (a tenant IP routed via its gateway): the scope's only port.
             None if self.ports.len() == 1 => self.ports.first(),
             None => None,
+        }
+    }
+}
+
+/// What a scope's frame is rendered from besides the settings, the facts and the bridges'
+/// wiring: equal inputs render an equal frame (the rendering is pure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FrameInputs {
+    params: Option<EvpnParams>,
+    subnets: BTreeSet<ExposedSubnet>,
+    routes: BTreeMap<IpNet, ExposedRoute>,
+    /// The MAC of each subnet's gateway address (the redirect flows' source MAC).
+    gateway_macs: Vec<Option<MacAddr>>,
+}
+
+impl FrameInputs {
+    /// Whether `scope`'s frame would be rendered from these inputs (compared in place: no copy
+    /// per scope and event).
+    pub(super) fn matches(&self, scope: &ExposureScope) -> bool {
+        self.params == scope.evpn
+            && self.subnets == scope.subnets
+            && self.routes == scope.routes
+            && self.gateway_macs.len() == scope.subnets.len()
+            && self
+                .gateway_macs
+                .iter()
+                .zip(&scope.subnets)
+                .all(|(mac, s)| *mac == scope.ips.get(&s.via).and_then(|g| g.lladdr))
+    }
+
+    pub(super) fn of(scope: &ExposureScope) -> Self {
+        Self {
+            params: scope.evpn.clone(),
+            subnets: scope.subnets.clone(),
+            routes: scope.routes.clone(),
+            gateway_macs: scope
+                .subnets
+                .iter()
+                .map(|s| scope.ips.get(&s.via).and_then(|g| g.lladdr))
+                .collect(),
         }
     }
 }
@@ -369,6 +411,18 @@ impl IpObject {
             IpObject::Neighbour(o) => d.neighbours.insert(o).is_none(),
             IpObject::ProxyNeighbour(o) => d.proxy_neighbours.insert(o).is_none(),
             IpObject::NeighbourDevice(o) => d.ownership.neighbour_devices.insert(o),
+        }
+    }
+
+    /// Whether `d` has it.
+    pub(super) fn is_in(&self, d: &DesiredSystem) -> bool {
+        match self {
+            IpObject::Address(o) => d.addresses.contains(o),
+            IpObject::LocalRoute(o) => d.suppressed_local_routes.contains(o),
+            IpObject::Route(o) => d.routes.contains(o),
+            IpObject::Neighbour(o) => d.neighbours.contains(o),
+            IpObject::ProxyNeighbour(o) => d.proxy_neighbours.contains(o),
+            IpObject::NeighbourDevice(o) => d.ownership.neighbour_devices.contains(o),
         }
     }
 

@@ -301,7 +301,7 @@ impl RootKey for RootOrder<'_> {
 
 /// The per-root results of the last computation (see the module documentation).
 #[derive(Debug, Default)]
-pub(crate) struct ExposureCache {
+pub struct ExposureCache {
     /// The bridge mappings the results hold for (the one input besides the model).
     mappings: Option<Vec<(String, String)>>,
     /// By gateway port uuid.
@@ -314,7 +314,7 @@ pub(crate) struct ExposureCache {
 impl ExposureCache {
     /// The EVPN exposures this chassis must have: equal to [`compute`]'s, recomputing only the
     /// gateways and subnets whose lookups changed since the last call.
-    pub(crate) fn compute(&mut self, model: &SbModel, identity: &ChassisIdentity) -> ExposureSet {
+    pub fn compute(&mut self, model: &SbModel, identity: &ChassisIdentity) -> ExposureSet {
         if self.mappings.as_ref() != Some(&identity.bridge_mappings) {
             self.gateways.clear();
             self.mappings = Some(identity.bridge_mappings.clone());
@@ -433,7 +433,7 @@ impl ExposureCache {
 
     /// How the last [`ExposureCache::compute`] went: the gateways and the subnets of those
     /// that have their VNI, and how many were recomputed.
-    pub(crate) fn last_stats(&self) -> CacheStats {
+    pub fn last_stats(&self) -> CacheStats {
         self.last
     }
 }
