@@ -13,15 +13,27 @@
 //! behaviour (every gateway in the cloud) holds also between syncs (U16). A row that cannot be
 //! used is recorded in `skipped` and the others are still announced (upstream: one malformed
 //! address raised out of the whole sync).
+//!
+//! Incremental (issue 17), as the SB BGP driver's computation: each gateway is a *root*
+//! computed as a unit that records every model lookup it makes with its generation (the
+//! ports of its router's datapath, the patch ports carrying address scopes); [`RouteCache`]
+//! keeps each gateway's steps and recomputes a gateway only when a generation it read moved, so
+//! a router port changed on one of a thousand routers re-reads that router. Which route of a
+//! prefix is announced depends on the gateways before (the first stays, a clash is reported),
+//! so the steps are replayed in the gateways' order on every call: [`compute`] is the cache
+//! started empty.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use ipnet::IpNet;
 
 use crate::exposure::{ExposedRoute, ExposureSet, RealisationNeed, RouteKind};
+use crate::ovn::generations::{CacheStats, ReadSet};
 use crate::ovn::neutron;
 use crate::ovn::sb::condition::CR_LRP_PREFIX;
-use crate::ovn::sb::model::{CHASSISREDIRECT, PortBinding, SbModel, parse_port_addresses};
+use crate::ovn::sb::model::{
+    CHASSISREDIRECT, ModelKey, PortBinding, SbModel, Uuid, parse_port_addresses,
+};
 
 const TABLE: &str = "Port_Binding";
 /// Prefix of a router port's name; the rest is the id of its peer, the switch-side patch port.
@@ -79,38 +91,140 @@ impl StretchedOptions {
     }
 }
 
-struct Ctx<'a> {
-    model: &'a SbModel,
-    options: &'a StretchedOptions,
-    out: ExposureSet,
-}
-
-/// The routes this chassis announces: the same on every chassis of the cloud.
+/// The routes this chassis announces: the same on every chassis of the cloud (a computation
+/// from scratch).
 pub fn compute(model: &SbModel, options: &StretchedOptions) -> ExposureSet {
-    let mut ctx = Ctx {
-        model,
-        options,
-        out: ExposureSet::default(),
-    };
-    // Routes, never addresses: FRR redistributes the VRF table's kernel routes and nothing
-    // else, and the table's stray routes are removed, whatever is announced.
-    ctx.out
-        .needs
-        .insert(RealisationNeed::RedistributeKernelOnly);
-    ctx.out.needs.insert(RealisationNeed::SweepVrfTable);
-    for crlrp in model.chassisredirect_ports() {
-        ctx.gateway(crlrp);
-    }
-    ctx.out
+    RouteCache::default().compute(model, options)
 }
 
 fn row(port: &PortBinding) -> String {
     format!("{} ({})", port.uuid, port.logical_port)
 }
 
-impl Ctx<'_> {
+/// One step of a gateway's result, replayed in the roots' order: whether a route is
+/// announced depends on the routes of the gateways before it (the first of a prefix stays).
+#[derive(Debug)]
+enum Step {
+    /// A row of [`TABLE`] that cannot be used: (row, reason).
+    Skip(String, String),
+    /// `<router subnet> via <gateway ip>` and the gateway's network on-link, unless they
+    /// clash with what is already announced.
+    Route(Box<RouteAttempt>),
+}
+
+#[derive(Debug)]
+struct RouteAttempt {
+    subnet: ExposedRoute,
+    link: ExposedRoute,
+    gateway_ip: IpNet,
+    /// The rows a clash is reported on.
+    crlrp_row: String,
+    lrp_row: String,
+}
+
+/// A gateway's steps and what they were computed from.
+#[derive(Debug)]
+struct RootResult {
+    read: ReadSet<ModelKey>,
+    steps: Vec<Step>,
+}
+
+/// The per-gateway results of the last computation (issue 17: an event recomputes the
+/// gateways whose lookups changed, not every router of the cloud; the routes are then laid out
+/// by replaying every gateway's steps in order, a few per router).
+#[derive(Debug, Default)]
+pub struct RouteCache {
+    /// The address scopes the results hold for.
+    scopes: Option<Option<BTreeSet<String>>>,
+    roots: HashMap<Uuid, RootResult>,
+    last: CacheStats,
+}
+
+impl RouteCache {
+    /// Equal to [`compute`]'s, recomputing only the gateways whose lookups changed.
+    pub fn compute(&mut self, model: &SbModel, options: &StretchedOptions) -> ExposureSet {
+        if self.scopes.as_ref() != Some(&options.address_scopes) {
+            self.roots.clear();
+            self.scopes = Some(options.address_scopes.clone());
+        }
+        let mut out = ExposureSet::default();
+        // Routes, never addresses: FRR redistributes the VRF table's kernel routes and nothing
+        // else, and the table's stray routes are removed, whatever is announced.
+        out.needs.insert(RealisationNeed::RedistributeKernelOnly);
+        out.needs.insert(RealisationNeed::SweepVrfTable);
+        let mut stats = CacheStats::default();
+        let gateways = model.chassisredirect_ports();
+        for crlrp in &gateways {
+            stats.roots += 1;
+            let fresh = self
+                .roots
+                .get(&crlrp.uuid)
+                .is_some_and(|r| r.read.still_valid(model.generations()));
+            if !fresh {
+                stats.recomputed += 1;
+                let mut root = Root {
+                    model,
+                    options,
+                    read: Vec::new(),
+                    steps: Vec::new(),
+                };
+                root.gateway(crlrp);
+                let result = RootResult {
+                    read: ReadSet::new(model.generations(), root.read),
+                    steps: root.steps,
+                };
+                self.roots.insert(crlrp.uuid.clone(), result);
+            }
+        }
+        for crlrp in &gateways {
+            for step in &self.roots[&crlrp.uuid].steps {
+                match step {
+                    Step::Skip(row, reason) => out.skip(TABLE, row.clone(), reason.clone()),
+                    Step::Route(attempt) => announce(&mut out, attempt),
+                }
+            }
+        }
+        if self.roots.len() != gateways.len() {
+            let seen: HashSet<&Uuid> = gateways.iter().map(|g| &g.uuid).collect();
+            self.roots.retain(|u, _| seen.contains(u));
+        }
+        self.last = stats;
+        out
+    }
+
+    /// How the last [`RouteCache::compute`] went.
+    pub fn last_stats(&self) -> CacheStats {
+        self.last
+    }
+}
+
+/// One gateway's computation: every model lookup goes through it, so it knows what it read.
+struct Root<'a> {
+    model: &'a SbModel,
+    options: &'a StretchedOptions,
+    read: Vec<(ModelKey, u64)>,
+    steps: Vec<Step>,
+}
+
+impl<'a> Root<'a> {
+    fn read(&mut self, key: ModelKey) {
+        let generation = self.model.generation(&key);
+        self.read.push((key, generation));
+    }
+
+    fn port_named(&mut self, name: &str) -> Option<&'a PortBinding> {
+        self.read(ModelKey::Named(name.to_owned()));
+        self.model.port_named(name)
+    }
+
+    fn ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
+        // Stamped whenever a port of the datapath enters, changes or leaves.
+        self.read(ModelKey::Ports(datapath.to_owned()));
+        self.model.ports_on_datapath(datapath)
+    }
+
     fn skip(&mut self, port: &PortBinding, reason: impl Into<String>) {
-        self.out.skip(TABLE, row(port), reason);
+        self.steps.push(Step::Skip(row(port), reason.into()));
     }
 
     /// The address scopes of the switch-side patch port named `peer`, when address scopes are
@@ -119,7 +233,7 @@ impl Ctx<'_> {
         if self.options.address_scopes.is_none() {
             return Ok(None);
         }
-        match self.model.port_named(peer) {
+        match self.port_named(peer) {
             Some(p) => Ok(Some(Scopes::of(p))),
             None => {
                 self.skip(
@@ -135,6 +249,8 @@ impl Ctx<'_> {
     }
 
     fn gateway(&mut self, crlrp: &PortBinding) {
+        // The gateway's own row: any change to it re-stamps its name.
+        self.read(ModelKey::Named(crlrp.logical_port.clone()));
         if crlrp.port_type != CHASSISREDIRECT {
             return;
         }
@@ -166,7 +282,7 @@ impl Ctx<'_> {
             // Not in an address scope announced here: a configured filter, not a bad row.
             return;
         }
-        for lrp in self.model.ports_on_datapath(&crlrp.datapath) {
+        for lrp in self.ports_on_datapath(&crlrp.datapath) {
             if lrp.chassis.is_some()
                 || !lrp.logical_port.starts_with(LRP_PREFIX)
                 || lrp.options.contains_key("chassis-redirect-port")
@@ -239,7 +355,7 @@ impl Ctx<'_> {
     }
 
     /// `<router subnet> via <gateway ip>` and the gateway's network on-link (the nexthop must
-    /// resolve in the table); the first route of a prefix stays, a clash is reported.
+    /// resolve in the table), announced at layout unless they clash with an earlier route.
     fn route(
         &mut self,
         crlrp: &PortBinding,
@@ -247,58 +363,75 @@ impl Ctx<'_> {
         lrp: &PortBinding,
         router_ip: IpNet,
     ) {
-        let subnet = ExposedRoute {
-            prefix: router_ip.trunc(),
-            kind: RouteKind::TenantSubnet,
-            via: Some(gateway_ip.addr()),
-            provider: None,
-            source: lrp.logical_port.clone(),
-        };
-        if let Some(first) = self.out.global().routes.get(&subnet.prefix)
-            && *first != subnet
-        {
-            let reason = format!(
-                "route {} via {}: {} is already announced {} (from {})",
-                subnet.prefix,
-                gateway_ip.addr(),
-                subnet.prefix,
-                first
-                    .via
-                    .map_or_else(|| "on-link".to_owned(), |v| format!("via {v}")),
-                first.source
-            );
-            return self.skip(lrp, reason);
-        }
-        let link = ExposedRoute {
-            prefix: gateway_ip.trunc(),
-            kind: RouteKind::GatewayNetwork,
-            via: None,
-            provider: None,
-            source: crlrp.logical_port.clone(),
-        };
-        if link.prefix == subnet.prefix {
-            let reason = format!(
-                "subnet {} is the network of its own gateway {}: routed via itself",
-                subnet.prefix, gateway_ip
-            );
-            return self.skip(lrp, reason);
-        }
-        if let Some(first) = self.out.global().routes.get(&link.prefix)
-            && first.via.is_some()
-        {
-            let reason = format!(
-                "gateway network {} is also a routed subnet (via {}, from {}): its routes are \
-                 not announced",
-                link.prefix,
-                first.via.map(|v| v.to_string()).unwrap_or_default(),
-                first.source
-            );
-            return self.skip(crlrp, reason);
-        }
-        let global = self.out.global_mut();
-        global.expose_route(link);
-        global.expose_route(subnet);
+        self.steps.push(Step::Route(Box::new(RouteAttempt {
+            subnet: ExposedRoute {
+                prefix: router_ip.trunc(),
+                kind: RouteKind::TenantSubnet,
+                via: Some(gateway_ip.addr()),
+                provider: None,
+                source: lrp.logical_port.clone(),
+            },
+            link: ExposedRoute {
+                prefix: gateway_ip.trunc(),
+                kind: RouteKind::GatewayNetwork,
+                via: None,
+                provider: None,
+                source: crlrp.logical_port.clone(),
+            },
+            gateway_ip,
+            crlrp_row: row(crlrp),
+            lrp_row: row(lrp),
+        })));
     }
+}
+
+/// Announce `attempt` in `out` unless it clashes with what is announced already: the first
+/// route of a prefix stays, a clash is reported.
+fn announce(out: &mut ExposureSet, attempt: &RouteAttempt) {
+    let RouteAttempt {
+        subnet,
+        link,
+        gateway_ip,
+        crlrp_row,
+        lrp_row,
+    } = attempt;
+    if let Some(first) = out.global().routes.get(&subnet.prefix)
+        && first != subnet
+    {
+        let reason = format!(
+            "route {} via {}: {} is already announced {} (from {})",
+            subnet.prefix,
+            gateway_ip.addr(),
+            subnet.prefix,
+            first
+                .via
+                .map_or_else(|| "on-link".to_owned(), |v| format!("via {v}")),
+            first.source
+        );
+        return out.skip(TABLE, lrp_row.clone(), reason);
+    }
+    if link.prefix == subnet.prefix {
+        let reason = format!(
+            "subnet {} is the network of its own gateway {}: routed via itself",
+            subnet.prefix, gateway_ip
+        );
+        return out.skip(TABLE, lrp_row.clone(), reason);
+    }
+    if let Some(first) = out.global().routes.get(&link.prefix)
+        && first.via.is_some()
+    {
+        let reason = format!(
+            "gateway network {} is also a routed subnet (via {}, from {}): its routes are \
+             not announced",
+            link.prefix,
+            first.via.map(|v| v.to_string()).unwrap_or_default(),
+            first.source
+        );
+        return out.skip(TABLE, crlrp_row.clone(), reason);
+    }
+    let global = out.global_mut();
+    global.expose_route(link.clone());
+    global.expose_route(subnet.clone());
 }
 
 #[cfg(test)]
@@ -501,5 +634,154 @@ mod tests {
                 .reason
                 .contains("already announced via 172.24.4.10")
         );
+    }
+
+    /// The cache against a computation from scratch, after every step of random row changes:
+    /// gateways and router ports of two routers coming, going, moving between routers and
+    /// changing addresses (clashing subnets, a subnet that is its gateway's network, broken
+    /// MACs), the patch ports carrying the address scopes, with and without scopes configured.
+    mod cache {
+        use super::*;
+        use proptest::prelude::*;
+
+        const NAMES: [&str; 9] = [
+            "cr-lrp-gw0",
+            "cr-lrp-gw1",
+            "lrp-gw0",
+            "lrp-s0",
+            "lrp-s1",
+            "gw0",
+            "s0",
+            "s1",
+            "x",
+        ];
+        const TYPES: [&str; 3] = ["chassisredirect", "patch", ""];
+        const DATAPATHS: [&str; 3] = ["dp-r0", "dp-r1", "dp-s"];
+        const MACS: [&str; 7] = [
+            "fa:16:3e:00:00:01 172.24.4.10/24 2001:db8::a/64",
+            "fa:16:3e:00:00:02 172.24.5.10/24",
+            "fa:16:3e:00:00:03 10.0.0.1/24 fd00:10::1/64",
+            "fa:16:3e:00:00:04 10.0.0.254/24",
+            "fa:16:3e:00:00:05 172.24.4.1/24",
+            "not a mac",
+            "",
+        ];
+        const SCOPES: [Option<&str>; 3] = [Some("as-a"), Some("as-b"), None];
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            Port { slot: usize, f: [usize; 6] },
+            Remove(usize),
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                5 => (0..6usize, (0..NAMES.len(), 0..TYPES.len(), 0..DATAPATHS.len(), 0..MACS.len(), 0..3usize, 0..SCOPES.len()))
+                    .prop_map(|(slot, (a, b, c, d, e, g))| Step::Port { slot, f: [a, b, c, d, e, g] }),
+                1 => (0..6usize).prop_map(Step::Remove),
+            ]
+        }
+
+        fn apply(model: &mut SbModel, step: &Step) {
+            match step {
+                Step::Port { slot, f } => {
+                    let mut p = PortBinding {
+                        uuid: format!("pb-{slot}"),
+                        logical_port: NAMES[f[0]].into(),
+                        port_type: TYPES[f[1]].into(),
+                        datapath: DATAPATHS[f[2]].into(),
+                        mac: if MACS[f[3]].is_empty() {
+                            vec![]
+                        } else {
+                            vec![MACS[f[3]].into()]
+                        },
+                        ..Default::default()
+                    };
+                    match f[4] {
+                        0 => {}
+                        1 => {
+                            p.options
+                                .insert("chassis-redirect-port".into(), "cr-lrp-gw0".into());
+                        }
+                        _ => p.chassis = Some("ch".into()),
+                    }
+                    if let Some(scope) = SCOPES[f[5]] {
+                        p.external_ids
+                            .insert(neutron::keys::ADDRESS_SCOPE4.into(), scope.into());
+                    }
+                    model.upsert_port(p);
+                }
+                Step::Remove(slot) => model.remove_port(&format!("pb-{slot}")),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(400))]
+
+            #[test]
+            fn the_cache_always_equals_a_computation_from_scratch(
+                steps in prop::collection::vec(step(), 1..50),
+                scoped in any::<bool>(),
+            ) {
+                let options = StretchedOptions {
+                    address_scopes: scoped.then(|| ["as-a".to_owned()].into()),
+                };
+                let mut model = model();
+                let mut cache = RouteCache::default();
+                for (i, s) in steps.iter().enumerate() {
+                    apply(&mut model, s);
+                    // Not after every step: several changes may be pending, as in a batch.
+                    if i % 3 == 2 {
+                        continue;
+                    }
+                    let cached = cache.compute(&model, &options);
+                    let fresh = compute(&model, &options);
+                    prop_assert_eq!(cached, fresh, "after step {}: {:?}", i, s);
+                }
+            }
+        }
+
+        /// A router port changed on one router recomputes that router's gateway only.
+        #[test]
+        fn an_event_recomputes_only_the_gateway_it_touched() {
+            let mut m = model();
+            for r in 0..20 {
+                let mut cr = port(
+                    &format!("cr{r}"),
+                    &format!("cr-lrp-g{r}"),
+                    "chassisredirect",
+                    &format!("fa:16:3e:00:01:{r:02x} 172.25.{r}.1/24"),
+                );
+                cr.datapath = format!("dp-x{r}");
+                m.upsert_port(cr);
+                let mut lrp = port(
+                    &format!("l{r}"),
+                    &format!("lrp-t{r}"),
+                    "patch",
+                    &format!("fa:16:3e:00:02:{r:02x} 10.{r}.0.1/24"),
+                );
+                lrp.datapath = format!("dp-x{r}");
+                m.upsert_port(lrp);
+            }
+            let options = StretchedOptions::default();
+            let mut cache = RouteCache::default();
+            let first = cache.compute(&m, &options);
+            assert_eq!(cache.last_stats().recomputed, 21);
+            assert_eq!(first.global().routes.len(), 2 + 2 * 20);
+            let mut lrp = port("l7", "lrp-t7", "patch", "fa:16:3e:00:02:07 10.77.0.1/24");
+            lrp.datapath = "dp-x7".into();
+            m.upsert_port(lrp);
+            let next = cache.compute(&m, &options);
+            assert_eq!(cache.last_stats().recomputed, 1);
+            assert_eq!(cache.last_stats().roots, 21);
+            assert_eq!(next, compute(&m, &options));
+            assert!(
+                next.global()
+                    .routes
+                    .contains_key(&"10.77.0.0/24".parse::<IpNet>().unwrap())
+            );
+            assert!(cache.compute(&m, &options) == next);
+            assert_eq!(cache.last_stats().recomputed, 0);
+        }
     }
 }

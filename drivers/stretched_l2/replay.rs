@@ -1,9 +1,9 @@
 //! `ovn_stretched_l2_bgp_driver` under the replay engine ([`crate::replay`]): the shared SB
 //! replay driver ([`SbReplay`]) with the live driver's [`AllGateways`] policy and
-//! [`super::compute::compute`].
+//! its cached [`super::compute::compute`].
 
-use super::compute::{StretchedOptions, compute};
-use super::live::NAME;
+use super::compute::StretchedOptions;
+use super::live::{NAME, cached_routes};
 use crate::ovn::sb::condition::AllGateways;
 use crate::ovn::sb::replay::SbReplay;
 use crate::plugin::PluginError;
@@ -16,6 +16,6 @@ pub fn start(input: &ReplayInput) -> Result<Box<dyn ReplayDriver>, PluginError> 
         NAME,
         input.identity.clone(),
         AllGateways,
-        Box::new(move |model, _identity| compute(model, &options)),
+        cached_routes(options),
     )))
 }

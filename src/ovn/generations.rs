@@ -82,15 +82,25 @@ pub struct CacheStats {
 }
 
 /// What one computation read: each lookup with its generation then (the per-root caches of the
-/// SB BGP, NB BGP and EVPN drivers).
-#[cfg(any(feature = "sb_bgp", feature = "nb_bgp", feature = "evpn"))]
+/// SB BGP, NB BGP, EVPN and stretched L2 drivers).
+#[cfg(any(
+    feature = "sb_bgp",
+    feature = "nb_bgp",
+    feature = "evpn",
+    feature = "stretched_l2"
+))]
 #[derive(Debug, Clone)]
 pub(crate) struct ReadSet<K> {
     epoch: u64,
     read: Vec<(K, u64)>,
 }
 
-#[cfg(any(feature = "sb_bgp", feature = "nb_bgp", feature = "evpn"))]
+#[cfg(any(
+    feature = "sb_bgp",
+    feature = "nb_bgp",
+    feature = "evpn",
+    feature = "stretched_l2"
+))]
 impl<K: Hash + Eq + Ord> ReadSet<K> {
     /// `read`: the lookups made, in any order and with repeats.
     pub(crate) fn new(generations: &Generations<K>, mut read: Vec<(K, u64)>) -> Self {

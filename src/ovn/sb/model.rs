@@ -150,9 +150,12 @@ impl SbModel {
         self.generations.epoch()
     }
 
-    /// The generations themselves, for [`crate::ovn::generations::ReadSet`] (the SB BGP and EVPN
-    /// drivers').
-    #[cfg_attr(not(any(feature = "sb_bgp", feature = "evpn")), allow(dead_code))]
+    /// The generations themselves, for [`crate::ovn::generations::ReadSet`] (the SB BGP, EVPN
+    /// and stretched L2 drivers').
+    #[cfg_attr(
+        not(any(feature = "sb_bgp", feature = "evpn", feature = "stretched_l2")),
+        allow(dead_code)
+    )]
     pub(crate) fn generations(&self) -> &Generations<ModelKey> {
         &self.generations
     }
