@@ -101,7 +101,8 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
     /// the one laid last: one version is one result of one root).
     ///
     /// `out` has no IPs yet, as the drivers lay theirs out last. When it has some (they come
-    /// first, as one by one they would), everything is laid out from scratch.
+    /// first, as one by one they would), the roots' IPs are exposed one by one after them and
+    /// nothing is kept: the next call starts from scratch.
     pub fn lay<'a, Q, I>(
         &mut self,
         roots: impl IntoIterator<Item = (Q, u64, I)>,
@@ -110,9 +111,27 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
         Q: RootKey<Owned = K>,
         I: IntoIterator<Item = (ScopeId, &'a Arc<ExposedIp>)>,
     {
-        let from_scratch = out.scopes.values().any(|s| !s.ips.is_empty());
-        if from_scratch {
-            *self = Self::default();
+        if out.scopes.values().any(|s| !s.ips.is_empty()) {
+            // The IPs exposed before come first: the roots' join them one by one, in order,
+            // and nothing is kept (no driver lays out into such an output; the next call
+            // starts afresh). Nothing to compare or decide.
+            let (mut roots_laid, mut ips_decided) = (0, 0);
+            for (_, _, ips) in roots {
+                roots_laid += 1;
+                for (scope, e) in ips {
+                    out.scope_mut(scope).expose_ip(e.clone());
+                    ips_decided += 1;
+                }
+            }
+            *self = Self {
+                last: LayoutStats {
+                    roots_laid,
+                    ips_decided,
+                    from_scratch: true,
+                },
+                ..Self::default()
+            };
+            return;
         }
         let (gone, arrivals) = self.compare(roots);
         let mut touched: BTreeSet<(ScopeId, IpAddr)> = BTreeSet::new();
@@ -149,20 +168,8 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
         self.last = LayoutStats {
             roots_laid,
             ips_decided,
-            from_scratch,
+            from_scratch: false,
         };
-        if from_scratch {
-            // The IPs exposed before come first: the laid-out ones join them one by one.
-            let laid: Vec<_> = self.roots.values().flat_map(|r| r.ips.iter()).collect();
-            for (scope, e) in laid {
-                out.scope_mut(*scope).expose_ip(e.clone());
-            }
-            *self = Self {
-                last: self.last,
-                ..Self::default()
-            };
-            return;
-        }
         for (scope, ips) in &self.scopes {
             if !ips.is_empty() {
                 out.scope_mut(*scope).ips = ips.clone();
