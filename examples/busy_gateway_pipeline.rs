@@ -16,8 +16,12 @@
 //! `sb_bgp_bench.sh --busy ... --evpn` loads: its tenant VMs are what this chassis exposes (on
 //! `lo-<vni>`); a tenant VM of router 0 is bound per event.
 //!
-//! Run: `cargo run --release --example busy_gateway_pipeline [EXPOSURES...]`
-//! (default 1000 10000 30000).
+//! Then the `ovn` exposing method's rendering (its local NB rows and the announced set, with
+//! the underlay rendering of that set as the backend composes them), in full and as a delta,
+//! over N provider VMs with MACs in the global scope; one more is exposed per event.
+//!
+//! Run: `cargo run --release --example busy_gateway_pipeline [ovn] [EXPOSURES...]`
+//! (default 1000 10000 30000; `ovn` first: that section only).
 
 // A benchmark runs on the wall clock, not on tokio's pausable one.
 #![allow(clippy::disallowed_types)]
@@ -162,6 +166,10 @@ fn median(mut v: Vec<Duration>) -> f64 {
 
 fn main() {
     let sizes = sizes();
+    if std::env::args().nth(1).as_deref() == Some("ovn") {
+        ovn_events(&sizes);
+        return;
+    }
     let local = LocalChassis {
         name: "here".into(),
         bridge_mappings: vec![("public".into(), "br-ex".into())],
@@ -243,6 +251,99 @@ fn main() {
     }
     nb_events(&sizes);
     evpn_events(&sizes);
+    ovn_events(&sizes);
+}
+
+/// The `ovn` method's rendering with the underlay rendering of its announced set, one provider
+/// VM with a MAC exposed per event (see the module doc).
+fn ovn_events(sizes: &[usize]) {
+    use ovn_bgp_agent::backends::ovn_cluster::incremental::IncrementalRender as OvnIncremental;
+    use ovn_bgp_agent::backends::ovn_cluster::render::{
+        BridgeFacts, ClusterFacts, ClusterSettings, Mappings, render as ovn,
+    };
+    use ovn_bgp_agent::exposure::{ExposedIp, ExposureKind, ExposureSet, ProviderNetwork};
+    use ovn_bgp_agent::ovn::identity::ChassisIdentity;
+
+    let settings = ClusterSettings {
+        peers: vec!["100.64.1.5".parse().unwrap()],
+        prefixes: vec!["172.16.0.0/12".parse().unwrap()],
+        external_nics: ["eth1".to_owned()].into(),
+        chassis: "bgp".to_owned(),
+    };
+    let identity = ChassisIdentity {
+        bridge_mappings: vec![("provider".into(), "br-osp".into())],
+        extra_bridge_mappings: [("bgp".to_owned(), "dcfabric:br-ex,local:br-osp".to_owned())]
+            .into(),
+        ..Default::default()
+    };
+    let mappings = Mappings::from_identity(&identity, "bgp");
+    let facts = ClusterFacts {
+        bridges: [(
+            InterfaceName::new("br-ex").unwrap(),
+            BridgeFacts {
+                mac: Some("52:54:00:00:00:01".parse().unwrap()),
+                addresses: vec!["100.64.1.1/24".parse().unwrap()],
+                ports: ["eth1".to_owned(), "patch-dcfabric-to-br-int".to_owned()].into(),
+            },
+        )]
+        .into(),
+    };
+    let kernel_settings = UnderlaySettings {
+        bgp_nic: InterfaceName::new("bgp-nic").unwrap(),
+        bgp_vrf: InterfaceName::new("bgp-vrf").unwrap(),
+        vrf_table: 10,
+        vrf_kind: VrfKind::Vrf,
+        nic_kind: NicKind::Dummy,
+        rule_priority: 32000,
+    };
+    let kernel_facts = Facts::default();
+    let provider = ProviderNetwork {
+        physnet: Arc::from("provider"),
+        bridge: InterfaceName::new("br-osp").unwrap(),
+        vlan: None,
+        evpn: None,
+    };
+    let vm = |i: usize| {
+        let addr = ip([172, 16], i).parse().unwrap();
+        let mut e = ExposedIp::announced(addr, ExposureKind::ProviderPort, format!("vm-{i}"));
+        e.provider = Some(provider.clone());
+        e.lladdr = Some(
+            format!("fa:16:3e:00:{:02x}:{:02x}", (i >> 8) % 256, i % 256)
+                .parse()
+                .unwrap(),
+        );
+        e
+    };
+    println!();
+    println!("| ovn: exposed IPs with MACs | full render (ms) | render as a delta (ms) |");
+    println!("|---|---|---|");
+    for &n in sizes {
+        let mut set = ExposureSet::default();
+        for i in 0..n {
+            set.expose_ip(vm(i));
+        }
+        let mut cluster = OvnIncremental::default();
+        let mut kernel = IncrementalRender::default();
+        let (_, announced) = cluster.render(&settings, &mappings, &facts, &Arc::new(set.clone()));
+        kernel.render(&kernel_settings, &kernel_facts, &announced);
+        let (mut full, mut delta) = (Vec::new(), Vec::new());
+        for e in 0..EVENTS {
+            set.expose_ip(vm(n + e));
+            let t = Instant::now();
+            let (want, want_announced) = ovn(&settings, &mappings, &facts, &set);
+            let want_kernel = render(&kernel_settings, &kernel_facts, &want_announced);
+            full.push(t.elapsed());
+            let shared = Arc::new(set.clone());
+            let t = Instant::now();
+            let (got, announced) = cluster.render(&settings, &mappings, &facts, &shared);
+            let got_kernel = kernel.render(&kernel_settings, &kernel_facts, &announced);
+            delta.push(t.elapsed());
+            assert!(!cluster.stats().full && !kernel.stats().full);
+            assert_eq!(got, want);
+            assert_eq!(got_kernel, want_kernel);
+        }
+        println!("| {n} | {:.2} | {:.2} |", median(full), median(delta));
+    }
 }
 
 /// The EVPN driver and the vrf rendering, one tenant VM bound per event (see the module doc).
@@ -347,6 +448,7 @@ fn evpn_events(sizes: &[usize]) {
 fn sizes() -> Vec<usize> {
     let sizes: Vec<usize> = std::env::args()
         .skip(1)
+        .filter(|a| a != "ovn")
         .map(|a| a.parse().expect("exposure counts"))
         .collect();
     if sizes.is_empty() {

@@ -175,7 +175,7 @@ fn desired(with_switch: bool, with_policy: bool) -> LocalNbDesired {
             ),
         );
     }
-    LocalNbDesired { rows }
+    LocalNbDesired { rows: rows.into() }
 }
 
 fn nbctl(server: &OvsdbServer, args: &[&str]) -> String {

@@ -3,6 +3,10 @@
 //! IPs are still announced from bgp-nic (upstream-behaviour.md §2 `ovn` column, H1).
 //!
 //! - [`render`]: exposures → rows of the local NB, egress/ingress flows, FDB entries (pure).
+//! - [`incremental`]: the same as a delta (issue 17): the host's renders
+//!   ([`ExposureBackend::desired_system_shared`]) render the IPs that changed, and hand the
+//!   kernel part an announced set derived from the last one, which the underlay rendering
+//!   renders as a delta in turn.
 //! - `OvnClusterBackend`: connects to `[local_ovn_cluster] ovn_nb_connection` (leader only, the
 //!   `[ovn] ovn_nb_*` TLS files for `ssl:`), hands the connection to the agent's reconciler
 //!   ([`crate::caps::local_nb::LocalNbSlot`]), reads the facts rendering needs (the bridges'
@@ -15,6 +19,7 @@
 //! changes ([`ExposureBackend::changed`]); rows the agent did not create are never touched
 //! (ownership: `external_ids:ovn-bgp-agent:owned`). The client follows the RAFT leader.
 
+pub mod incremental;
 pub mod render;
 
 use std::collections::BTreeSet;
@@ -71,6 +76,8 @@ pub(crate) struct OvnClusterBackend {
     connect: Task<LocalNb>,
     /// Changes of the local NB (anyone's edit, a resync after a leader change).
     nb_changes: Option<watch::Receiver<u64>>,
+    /// The last rendering, updated by the next exposure set's differences (issue 17).
+    incremental: std::sync::Mutex<incremental::IncrementalRender>,
 }
 
 impl OvnClusterBackend {
@@ -89,6 +96,7 @@ impl OvnClusterBackend {
             fact_read: None,
             connect: None,
             nb_changes: None,
+            incremental: Default::default(),
         })
     }
 
@@ -336,7 +344,30 @@ impl ExposureBackend for OvnClusterBackend {
     fn desired_system(&self, exposures: &ExposureSet) -> Result<Rendered, PluginError> {
         let (cluster, announced) =
             render::render(&self.settings, &self.mappings, &self.facts, exposures);
-        let mut out = self.base.desired_system(&announced)?;
+        let kernel = self.base.desired_system(&announced)?;
+        Ok(self.compose(cluster, kernel))
+    }
+
+    fn desired_system_shared(&self, exposures: &Arc<ExposureSet>) -> Result<Rendered, PluginError> {
+        let (cluster, announced) = {
+            // A panic in a render leaves a state the next render would build on: start again.
+            let mut incremental = self.incremental.lock().unwrap_or_else(|e| {
+                let mut guard = e.into_inner();
+                *guard = Default::default();
+                guard
+            });
+            incremental.render(&self.settings, &self.mappings, &self.facts, exposures)
+        };
+        // The announced set shares its IPs' map with the last one: the underlay renders the
+        // IPs that changed.
+        let kernel = self.base.desired_system_shared(&announced)?;
+        Ok(self.compose(cluster, kernel))
+    }
+}
+
+impl OvnClusterBackend {
+    /// The kernel part's rendering with the cluster's rows, flows, FDB entries and reports.
+    fn compose(&self, cluster: Rendered, mut out: Rendered) -> Rendered {
         for s in cluster.skipped {
             out.skip(s.row, s.reason);
         }
@@ -355,7 +386,7 @@ impl ExposureBackend for OvnClusterBackend {
                 "not connected (yet): its rows are written once the cluster leader answers",
             );
         }
-        Ok(out)
+        out
     }
 }
 

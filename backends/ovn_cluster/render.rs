@@ -240,12 +240,56 @@ pub const TENANT_UNSUPPORTED: &str = "tenant networks are not supported by expos
 /// The cluster's rows, flows and FDB entries for `exposures`, and the exposures reduced to what
 /// the kernel part announces (IPs on bgp-nic, no provider wiring: the local cluster carries
 /// the traffic). What cannot be realised is reported in the result's `skipped`.
+///
+/// The frame ([`render_frame`]) and then every IP of the global scope ([`render_ip`]), in
+/// address order: what [`super::incremental`] renders as a delta.
 pub fn render(
     settings: &ClusterSettings,
     mappings: &Mappings,
     facts: &ClusterFacts,
     exposures: &ExposureSet,
 ) -> (Rendered, ExposureSet) {
+    let Frame {
+        mut rendered,
+        internal,
+    } = render_frame(settings, mappings, facts, exposures);
+    let mut announced = ExposureSet::default();
+    let target = announced.global_mut();
+    let mut nb = rendered.system.local_nb.take().unwrap_or_default();
+    for exposed in exposures.global().ips.values() {
+        let ip = render_ip(exposed, internal);
+        if let Some(e) = ip.announced {
+            target.ips.insert(exposed.ip, e);
+        }
+        if let Some((id, row)) = ip.binding {
+            nb.rows.insert(id, row);
+        }
+        if let Some((row, reason)) = ip.skip {
+            rendered.skip(row, reason);
+        }
+    }
+    rendered.system.local_nb = Some(nb);
+    (rendered, announced)
+}
+
+/// What is not one IP's: the router, switches, ports and peers' rows, the flows and FDB
+/// entries, and the reports that come before the IPs' (mappings, sides, peers, scopes, routes,
+/// subnets). A few objects per mapping and peer, rendered on every event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// `local_nb` holds the frame's rows only (no `Static_MAC_Binding`).
+    pub rendered: Rendered,
+    /// Whether the side towards OpenStack exists: the IPs' bindings need its port.
+    pub internal: bool,
+}
+
+/// The frame of [`render`] (see [`Frame`]).
+pub fn render_frame(
+    settings: &ClusterSettings,
+    mappings: &Mappings,
+    facts: &ClusterFacts,
+    exposures: &ExposureSet,
+) -> Frame {
     let mut r = Renderer {
         settings,
         nb: LocalNbDesired::default(),
@@ -261,10 +305,79 @@ pub fn render(
     let externals = r.external_sides(mappings, facts);
     r.peers(&externals);
     r.egress_flows(exposures);
-    let announced = r.exposures(exposures, internal);
+    r.unsupported(exposures);
     r.out.system.local_nb = Some(r.nb);
     r.out.system.ownership.flow_cookies.insert(FLOW_COOKIE);
-    (r.out, announced)
+    Frame {
+        rendered: r.out,
+        internal,
+    }
+}
+
+/// One IP of the global scope: announced or not, its binding, its report.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IpRendering {
+    /// The IP as the kernel part announces it (no provider wiring).
+    pub announced: Option<std::sync::Arc<ExposedIp>>,
+    /// Its `Static_MAC_Binding`.
+    pub binding: Option<(NbRowId, NbRow)>,
+    /// Why it is not (fully) realised.
+    pub skip: Option<(String, String)>,
+}
+
+/// One exposed IP of the global scope, given whether the side towards OpenStack exists
+/// (`internal`): the rest of the frame does not change what an IP renders.
+pub fn render_ip(exposed: &ExposedIp, internal: bool) -> IpRendering {
+    let mut out = IpRendering::default();
+    if exposed.kind == ExposureKind::TenantPort || exposed.provider.is_none() {
+        out.skip = Some((
+            exposed.source.to_string(),
+            format!("{}: {TENANT_UNSUPPORTED}", exposed.ip),
+        ));
+        return out;
+    }
+    if let Some(via) = exposed.via {
+        out.skip = Some((
+            exposed.source.to_string(),
+            format!(
+                "{}: a nexthop ({via}) cannot be realised by exposing_method = ovn",
+                exposed.ip
+            ),
+        ));
+        return out;
+    }
+    out.announced =
+        Some(ExposedIp::announced(exposed.ip, exposed.kind, exposed.source.clone()).into());
+    match (exposed.lladdr, internal) {
+        (Some(mac), true) => {
+            // The local router would otherwise answer its own proxy-ARP for the IP
+            // (upstream's reason for the binding).
+            out.binding = Some((
+                binding_id(exposed.ip),
+                row(
+                    vec![
+                        ("logical_port", INTERNAL_LRP.into()),
+                        ("ip", exposed.ip.to_string().into()),
+                        ("mac", mac.to_string().into()),
+                        ("override_dynamic_mac", true.into()),
+                    ],
+                    None,
+                ),
+            ));
+        }
+        (None, true) => {
+            out.skip = Some((
+                exposed.source.to_string(),
+                format!(
+                    "{}: announced, but no MAC is known for it: no Static_MAC_Binding (the \
+                     local router resolves it by ARP)",
+                    exposed.ip
+                ),
+            ));
+        }
+        (_, false) => {} // reported once, with the missing internal side
+    }
+    out
 }
 
 /// An external network as the peers need it: its router port and subnet.
@@ -589,9 +702,8 @@ impl Renderer<'_> {
         }
     }
 
-    /// One static MAC binding per exposed IP with a MAC; the IPs to announce.
-    fn exposures(&mut self, exposures: &ExposureSet, internal: bool) -> ExposureSet {
-        let mut announced = ExposureSet::default();
+    /// What the global scope's routes and subnets and the other scopes hold: not realised.
+    fn unsupported(&mut self, exposures: &ExposureSet) {
         for (scope, content) in &exposures.scopes {
             if *scope != ScopeId::Global && !content.is_empty() {
                 self.out.skip(
@@ -619,58 +731,6 @@ impl Renderer<'_> {
                 format!("subnet {}: {TENANT_UNSUPPORTED}", subnet.router_ip.trunc()),
             );
         }
-        let target = announced.scopes.entry(ScopeId::Global).or_default();
-        for exposed in global.ips.values() {
-            if exposed.kind == ExposureKind::TenantPort || exposed.provider.is_none() {
-                self.out.skip(
-                    &*exposed.source,
-                    format!("{}: {TENANT_UNSUPPORTED}", exposed.ip),
-                );
-                continue;
-            }
-            if let Some(via) = exposed.via {
-                self.out.skip(
-                    &*exposed.source,
-                    format!(
-                        "{}: a nexthop ({via}) cannot be realised by exposing_method = ovn",
-                        exposed.ip
-                    ),
-                );
-                continue;
-            }
-            target.ips.insert(
-                exposed.ip,
-                ExposedIp::announced(exposed.ip, exposed.kind, exposed.source.clone()).into(),
-            );
-            match (exposed.lladdr, internal) {
-                (Some(mac), true) => {
-                    // The local router would otherwise answer its own proxy-ARP for the IP
-                    // (upstream's reason for the binding).
-                    self.nb.rows.insert(
-                        binding_id(exposed.ip),
-                        row(
-                            vec![
-                                ("logical_port", INTERNAL_LRP.into()),
-                                ("ip", exposed.ip.to_string().into()),
-                                ("mac", mac.to_string().into()),
-                                ("override_dynamic_mac", true.into()),
-                            ],
-                            None,
-                        ),
-                    );
-                }
-                (None, true) => self.out.skip(
-                    &*exposed.source,
-                    format!(
-                        "{}: announced, but no MAC is known for it: no Static_MAC_Binding (the \
-                         local router resolves it by ARP)",
-                        exposed.ip
-                    ),
-                ),
-                (_, false) => {} // reported once, with the missing internal side
-            }
-        }
-        announced
     }
 }
 

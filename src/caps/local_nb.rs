@@ -139,9 +139,14 @@ pub struct NbRow {
 }
 
 /// Every row the agent wants in the local NB; owned rows not listed are deleted.
+///
+/// A persistent map: one `Static_MAC_Binding` per exposed IP with a MAC makes it as large as
+/// what the chassis exposes, and it is copied per event (the backend's last rendering, the
+/// desired state, the tool chain's request): a copy shares the tree, and the next state,
+/// derived from the last by what changed, shares all but that (issue 17).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocalNbDesired {
-    pub rows: BTreeMap<NbRowId, NbRow>,
+    pub rows: imbl::OrdMap<NbRowId, NbRow>,
 }
 
 /// The tables the reconciler writes: whether they are root tables and their unique columns.
