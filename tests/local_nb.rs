@@ -537,3 +537,271 @@ async fn composite_reports_frr_objects_and_local_nb_classes() {
     assert_eq!(report.errors[0].class, "frr_objects", "{report:?}");
     assert!(report.errors[0].error.contains("no-frr-here"), "{report:?}");
 }
+
+/// A binding of the agent's router port `bgp-router-openstack`, as the `ovn` method writes one
+/// per exposed IP with a MAC.
+fn binding(ip: &str, mac: &str) -> (NbRowId, NbRow) {
+    (
+        id("Static_MAC_Binding", &format!("bgp-router-openstack {ip}")),
+        row(
+            vec![
+                ("logical_port", "bgp-router-openstack".into()),
+                ("ip", ip.into()),
+                ("mac", mac.into()),
+                ("override_dynamic_mac", true.into()),
+            ],
+            None,
+        ),
+    )
+}
+
+/// Waits until the replica shows an edit made by hand.
+async fn until_replica(nb: &LocalNb, what: &str, seen: impl Fn(&LocalNb) -> bool) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !seen(nb) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}: not in the replica within 10 s"));
+}
+
+/// The uuid of the binding of `ip` in the replica.
+fn binding_uuid(nb: &LocalNb, ip: &str) -> Option<String> {
+    nb.client()
+        .replica()
+        .get_table("Static_MAC_Binding")
+        .unwrap()
+        .iter()
+        .find(|r| r.str("ip") == ip && r.str("logical_port") == "bgp-router-openstack")
+        .map(|r| r.uuid().to_string())
+}
+
+/// A random walk of desired states (bindings come, go and change MAC; now and then a row
+/// that is not a binding changes) applied by the reconciler, with rows edited by hand
+/// between some steps (the agent's bindings, ports and router; a stray binding on its port;
+/// someone else's binding): after every reconcile a full plan has nothing to do, so the delta
+/// left the local NB as a full plan would. A reconcile is a delta exactly when only bindings
+/// differ from the last state and nobody changed the agent's rows since (someone else's
+/// binding does not count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_walk_of_deltas_leaves_what_a_full_plan_would() {
+    let server = OvsdbServer::standalone(NB_SCHEMA, "localnbdelta");
+    nbctl(&server, &["lr-add", "foreign-router"]);
+    nbctl(
+        &server,
+        &[
+            "lrp-add",
+            "foreign-router",
+            "foreign-port",
+            "00:00:00:00:00:98",
+            "10.8.8.1/24",
+        ],
+    );
+    let config = ClientConfig::new(&server.unix_remote(), "OVN_Northbound").unwrap();
+    let nb = tokio::time::timeout(Duration::from_secs(20), LocalNb::connect(config))
+        .await
+        .expect("connect in time")
+        .unwrap();
+
+    let mut seed: u64 = std::env::var("LOCAL_NB_WALK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_1234_abcd_0017);
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut bindings: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut with_policy = true;
+    let mut last: Option<LocalNbDesired> = None;
+    let mut deltas = 0;
+    for step in 0..48 {
+        // The next desired state: 1 to 3 bindings changed, sometimes the policy too.
+        let structural = step > 0 && next() % 5 == 0;
+        if structural {
+            with_policy = !with_policy;
+        }
+        for _ in 0..1 + next() % 3 {
+            let (ip, mac) = (next() % 12, next() % 4);
+            if next() % 3 == 0 {
+                bindings.remove(&ip);
+            } else {
+                bindings.insert(ip, mac);
+            }
+        }
+        let mut desired = desired(true, with_policy);
+        for (ip, mac) in &bindings {
+            let (id, row) = binding(
+                &format!("192.168.2.{}", 10 + ip),
+                &format!("fa:16:3e:00:02:0{mac}"),
+            );
+            desired.rows.insert(id, row);
+        }
+
+        // Every third step, an edit by hand first.
+        let mut owned_edit = false;
+        if step % 3 == 2 {
+            let prev = last.clone().expect("applied before");
+            // A binding the agent applied last.
+            let any_ip = prev
+                .rows
+                .keys()
+                .find_map(|id| id.key.strip_prefix("bgp-router-openstack 192.168.2."))
+                .map(|last_octet| format!("192.168.2.{last_octet}"));
+            match (step / 3) % 7 {
+                0 if any_ip.is_some() => {
+                    let ip = any_ip.unwrap();
+                    let uuid = binding_uuid(&nb, &ip).expect("the agent's binding");
+                    nbctl(
+                        &server,
+                        &[
+                            "set",
+                            "Static_MAC_Binding",
+                            &uuid,
+                            "mac=\"00:00:00:00:00:aa\"",
+                        ],
+                    );
+                    owned_edit = true;
+                }
+                1 if any_ip.is_some() => {
+                    let ip = any_ip.unwrap();
+                    let uuid = binding_uuid(&nb, &ip).expect("the agent's binding");
+                    nbctl(&server, &["destroy", "Static_MAC_Binding", &uuid]);
+                    owned_edit = true;
+                }
+                2 => {
+                    nbctl(
+                        &server,
+                        &[
+                            "create",
+                            "Static_MAC_Binding",
+                            "logical_port=bgp-router-openstack",
+                            "ip=\"192.168.9.9\"",
+                            "mac=\"00:00:00:00:00:99\"",
+                        ],
+                    );
+                    owned_edit = true;
+                }
+                3 => {
+                    nbctl(
+                        &server,
+                        &[
+                            "set",
+                            "Logical_Router_Port",
+                            "bgp-router-openstack",
+                            "mac=\"00:00:00:00:00:01\"",
+                        ],
+                    );
+                    owned_edit = true;
+                }
+                4 => {
+                    nbctl(
+                        &server,
+                        &[
+                            "set",
+                            "Logical_Router",
+                            "bgp-router",
+                            "options:chassis=other",
+                        ],
+                    );
+                    owned_edit = true;
+                }
+                5 => {
+                    // The agent's route moved to someone else's router in one transaction
+                    // (so the server does not collect it): only the agent's router changed.
+                    let route = nb
+                        .client()
+                        .replica()
+                        .get_table("Logical_Router_Static_Route")
+                        .unwrap()
+                        .iter()
+                        .next()
+                        .expect("the agent's route")
+                        .uuid()
+                        .to_string();
+                    nbctl(
+                        &server,
+                        &[
+                            "add",
+                            "Logical_Router",
+                            "foreign-router",
+                            "static_routes",
+                            &route,
+                            "--",
+                            "remove",
+                            "Logical_Router",
+                            "bgp-router",
+                            "static_routes",
+                            &route,
+                        ],
+                    );
+                    owned_edit = true;
+                }
+                _ => {
+                    // Someone else's binding, on their port: not the agent's business.
+                    let ip = format!("ip=\"10.8.8.{}\"", 10 + step);
+                    nbctl(
+                        &server,
+                        &[
+                            "create",
+                            "Static_MAC_Binding",
+                            "logical_port=foreign-port",
+                            &ip,
+                            "mac=\"00:00:00:00:00:97\"",
+                        ],
+                    );
+                    let ip = format!("10.8.8.{}", 10 + step);
+                    until_replica(&nb, "someone else's binding", |nb| {
+                        nb.client()
+                            .replica()
+                            .get_table("Static_MAC_Binding")
+                            .unwrap()
+                            .iter()
+                            .any(|r| r.str("ip") == ip)
+                    })
+                    .await;
+                }
+            }
+            if owned_edit {
+                until_replica(&nb, "an edit of the agent's rows", |nb| {
+                    !nb.plan(&prev).ops.is_empty()
+                })
+                .await;
+            }
+        }
+
+        let only_bindings = last.as_ref().is_some_and(|l| {
+            l.rows
+                .iter()
+                .filter(|(id, _)| id.table != "Static_MAC_Binding")
+                .eq(desired
+                    .rows
+                    .iter()
+                    .filter(|(id, _)| id.table != "Static_MAC_Binding"))
+        });
+        let before = nb.deltas_planned();
+        let report = nb.reconcile(&desired).await;
+        assert!(report.errors.is_empty(), "step {step}: {report:?}");
+        let plan = nb.plan(&desired);
+        assert!(
+            plan.ops.is_empty() && plan.errors.is_empty(),
+            "step {step}: a full plan after the reconcile still has {} operations \
+             (structural {structural}, edited by hand {owned_edit}, delta {}): {:?}",
+            plan.ops.len(),
+            nb.deltas_planned() - before,
+            plan.ops
+        );
+        let delta = nb.deltas_planned() - before == 1;
+        assert_eq!(
+            delta,
+            only_bindings && !owned_edit,
+            "step {step}: delta {delta}, structural {structural}, edited by hand {owned_edit}"
+        );
+        deltas += usize::from(delta);
+        last = Some(desired);
+    }
+    assert!(deltas >= 15, "only {deltas} deltas in the walk");
+}

@@ -35,6 +35,25 @@
 //! longer desired. Columns a desired row does not list are left alone. Nothing to do sends
 //! nothing. Values must be in the server's canonical form (e.g. `networks` as the server
 //! stores them), or every reconcile rewrites them.
+//!
+//! # As a delta (issue 17)
+//! The `ovn` method desires one `Static_MAC_Binding` per exposed IP with a MAC: a full plan
+//! validates and compares 30k rows per event. [`LocalNb::reconcile`] keeps the last desired
+//! state it applied without error and, when nothing changed the agent's rows behind its back
+//! since, plans only the rows that differ between it and the new one, found by visiting only
+//! what the two persistent maps do not share ([`LocalNbDesired::rows`]), when these are
+//! bindings (a root row that refers to nothing and that nothing refers to, so its change
+//! requires nothing of the other rows: looked up by the replica's index on `ip`). Whether
+//! anything changed behind its back is read from the replica's journal
+//! ([`super::ovsdb::Replica::take_journal`]: every row changed since the last plan, taken
+//! under the replica's lock with the replica it describes), as the kernel reconciler reads
+//! its mirror's dirty set: the server sends a transaction's update before its reply, so the
+//! echo of the agent's own transaction is in the journal, and it is told from anyone else's
+//! change by what each changed row ended as: the agent's rows as the last desired state
+//! wants them (the echo, consumed), or someone else's row that never was one of the agent's
+//! (ignored, as a full plan ignores it); anything else (an edit, a deletion, a copy, a child
+//! moved, a resync after a reconnect) makes the next plan a full one. Other changes of the
+//! desired state (a router port, a peer) are planned in full too.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -45,8 +64,8 @@ use tokio::sync::watch;
 
 use super::ovsdb::schema::{AtomicType, DatabaseSchema};
 use super::ovsdb::{
-    Atom, BatchKind, ClientConfig, Datum, MonitorSpec, Mutator, Op, OvsdbClient, OvsdbError,
-    Replica, Row, TableSpec, Uuid,
+    Atom, BatchKind, ClientConfig, Datum, Journal, MonitorSpec, Mutator, Op, OvsdbClient,
+    OvsdbError, Replica, Row, TableSpec, Uuid,
 };
 use crate::system::ChangeReport;
 
@@ -256,16 +275,22 @@ pub struct LocalNb {
     client: OvsdbClient,
     changes: watch::Receiver<u64>,
     transactions: AtomicU64,
-    /// One reconcile at a time: two would plan against the same replica and insert twice.
-    serial: tokio::sync::Mutex<()>,
+    /// One reconcile at a time (two would plan against the same replica and insert twice),
+    /// with the last desired state it applied without error: the base of a delta.
+    serial: tokio::sync::Mutex<Option<LocalNbDesired>>,
+    deltas: AtomicU64,
 }
 
 impl LocalNb {
     /// The monitor of the tables the reconciler writes, all columns.
     pub fn monitor_spec() -> MonitorSpec {
-        TABLES.iter().fold(MonitorSpec::default(), |spec, t| {
-            spec.table(TableSpec::new(t.name, &[]))
-        })
+        TABLES
+            .iter()
+            .fold(MonitorSpec::default(), |spec, t| {
+                spec.table(TableSpec::new(t.name, &[]))
+            })
+            // A binding is found by its IP: one per exposed IP.
+            .index(STATIC_MAC_BINDING, "ip")
     }
 
     /// Connects to the local NB (`leader_only`: writes go to the cluster leader) and monitors
@@ -291,6 +316,7 @@ impl LocalNb {
 
     /// Wraps a client that monitors at least [`Self::monitor_spec`].
     pub fn with_client(client: OvsdbClient) -> Self {
+        client.enable_journal();
         let (tx, rx) = watch::channel(0u64);
         if let Some(mut events) = client.events() {
             tokio::spawn(async move {
@@ -305,7 +331,8 @@ impl LocalNb {
             client,
             changes: rx,
             transactions: AtomicU64::new(0),
-            serial: tokio::sync::Mutex::new(()),
+            serial: tokio::sync::Mutex::new(None),
+            deltas: AtomicU64::new(0),
         }
     }
 
@@ -325,7 +352,13 @@ impl LocalNb {
         &self.client
     }
 
-    /// The diff between `desired` and the replica, as one transaction's operations.
+    /// Reconciles planned as a delta so far (see [`Self::reconcile`]).
+    pub fn deltas_planned(&self) -> u64 {
+        self.deltas.load(Ordering::Relaxed)
+    }
+
+    /// The diff between `desired` and the replica, as one transaction's operations (a full
+    /// plan).
     pub fn plan(&self, desired: &LocalNbDesired) -> LocalNbPlan {
         let Some(schema) = self.client.schema() else {
             return LocalNbPlan {
@@ -339,14 +372,22 @@ impl LocalNb {
 
     /// Applies the plan in one transaction. Per-row problems are errors of the report; a
     /// failed transaction (nothing applied) is one error.
+    ///
+    /// A delta when it can be one (see [`plan_delta`]): the last desired state was applied
+    /// by this reconciler without error, the rows changed in the local NB since (the
+    /// replica's journal: the echo of that transaction, anyone's edits) left the agent's rows
+    /// as it wanted them ([`unchanged_since`]), and what differs between it and `desired`
+    /// are bindings only. Otherwise a full plan.
     pub async fn reconcile(&self, desired: &LocalNbDesired) -> ChangeReport {
-        let _serial = self.serial.lock().await;
+        let mut applied = self.serial.lock().await;
         let mut report = ChangeReport::default();
-        let plan = self.plan(desired);
+        let plan = self.plan_from(applied.take().as_ref(), desired);
         for (object, error) in &plan.errors {
             report.error(CLASS, object.clone(), error);
         }
+        let clean = plan.errors.is_empty();
         if plan.ops.is_empty() {
+            *applied = clean.then(|| desired.clone());
             return report;
         }
         let n = plan.ops.len();
@@ -358,11 +399,259 @@ impl LocalNb {
                 report.count_added(CLASS, plan.added);
                 report.count_changed(CLASS, plan.changed);
                 report.count_removed(CLASS, plan.removed);
+                // The server sends a transaction's update before its reply (ovsdb-server(7)
+                // 4.1.6): the echo is in the replica, and its journal, already.
+                *applied = clean.then(|| desired.clone());
             }
             Err(e) => report.error(CLASS, format!("transaction of {n} operations"), e),
         }
         report
     }
+
+    /// A delta from `last` (the last state applied without error) when it can be one, else a
+    /// full plan. Takes the replica's journal either way: the next delta starts from here.
+    fn plan_from(&self, last: Option<&LocalNbDesired>, desired: &LocalNbDesired) -> LocalNbPlan {
+        let Some(schema) = self.client.schema() else {
+            return self.plan(desired);
+        };
+        let replica = self.client.replica();
+        let journal = replica.take_journal();
+        if let (Some(last), Some(journal)) = (last, journal)
+            && !journal.lost
+            && unchanged_since(&replica, last, &journal)
+            && let Some(plan) = plan_delta(&schema, &replica, last, desired)
+        {
+            self.deltas.fetch_add(1, Ordering::Relaxed);
+            return plan;
+        }
+        plan(&schema, &replica, desired)
+    }
+}
+
+/// The names of the desired router ports (a binding's `logical_port` must be one).
+fn lrp_names(desired: &LocalNbDesired) -> HashSet<&str> {
+    table_rows(desired, "Logical_Router_Port")
+        .filter_map(|(_, r)| string_column(r, "name"))
+        .collect()
+}
+
+/// The desired rows of one table, found by range (a few, next to many bindings).
+fn table_rows<'a>(
+    desired: &'a LocalNbDesired,
+    table: &'a str,
+) -> impl Iterator<Item = (&'a NbRowId, &'a NbRow)> + 'a {
+    desired
+        .rows
+        .range(NbRowId::new(table, "")..)
+        .take_while(move |(id, _)| id.table == table)
+}
+
+fn string_column<'a>(row: &'a NbRow, column: &str) -> Option<&'a str> {
+    match row.columns.get(column) {
+        Some(NbValue::Atom(NbAtom::String(s))) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+/// A replica row as the full plan sees it: `None` when it is not the agent's, its identity
+/// when it is (`Err`: the agent's, without one: a stray the full plan deletes). Bindings are
+/// the agent's by their port (`lrp_names`: the agent's router ports).
+fn owned_identity(row: &Row, lrp_names: &HashSet<&str>) -> Option<Result<NbRowId, ()>> {
+    if row.table() == STATIC_MAC_BINDING {
+        let port = row.str("logical_port");
+        return lrp_names.contains(port).then(|| {
+            Ok(NbRowId::new(
+                STATIC_MAC_BINDING,
+                smb_key(port, row.str("ip")),
+            ))
+        });
+    }
+    if rule(row.table()).is_none() || !owned_marker(row) {
+        return None;
+    }
+    Some(
+        row.map_get("external_ids", IDENTITY_KEY)
+            .map(|key| NbRowId::new(row.table(), key))
+            .ok_or(()),
+    )
+}
+
+/// The one owned row of identity `id` (not a binding), if there is exactly one.
+fn find_owned(replica: &Replica, id: &NbRowId) -> Option<Arc<Row>> {
+    let mut found = replica.table(&id.table)?.iter().filter(|r| {
+        owned_marker(r) && r.map_get("external_ids", IDENTITY_KEY) == Some(id.key.as_str())
+    });
+    let one = found.next()?;
+    found.next().is_none().then(|| one.clone())
+}
+
+/// Whether the rows changed in the local NB since `last` was applied (`journal`: its
+/// transaction's echo and anyone's edits) leave the agent's rows as `last` wants them, so
+/// that a full plan of `last` would find nothing to do. Each changed row is looked at as it
+/// is now and as it was before each change: one the agent's under an identity of `last` that
+/// it no longer has (deleted, disowned, re-keyed) means that identity's row went behind the
+/// agent's back; one that is the agent's now must be a row of `last`, the only one of its
+/// identity, with `last`'s columns and, for a router, switch or router port, `last`'s
+/// children of the agent's ([`as_desired`]); a row that is not the agent's and was not under
+/// an identity of `last` is someone else's, which a full plan does not look at either.
+fn unchanged_since(replica: &Replica, last: &LocalNbDesired, journal: &Journal) -> bool {
+    let lrp_names = lrp_names(last);
+    journal.rows.iter().all(|((table, uuid), versions)| {
+        let now = replica.row(table, *uuid);
+        let is = now.and_then(|r| owned_identity(r, &lrp_names));
+        let gone = versions
+            .iter()
+            .filter_map(|v| owned_identity(v, &lrp_names)?.ok())
+            .any(|was| last.rows.contains_key(&was) && !matches!(&is, Some(Ok(is)) if *is == was));
+        match (is, now) {
+            _ if gone => false,
+            (None, _) => true,
+            (Some(Ok(is)), Some(now)) => as_desired(replica, last, &is, now, &lrp_names),
+            (Some(_), _) => false, // a stray of the agent's: a full plan deletes it
+        }
+    })
+}
+
+/// Whether the agent's row `row` of identity `id` is as `last` wants it.
+fn as_desired(
+    replica: &Replica,
+    last: &LocalNbDesired,
+    id: &NbRowId,
+    row: &Arc<Row>,
+    lrp_names: &HashSet<&str>,
+) -> bool {
+    let Some(want) = last.rows.get(id) else {
+        return false; // the agent's and not desired: a full plan deletes it
+    };
+    // Bindings are unique by the schema's index; the others by nothing but the agent.
+    if id.table != STATIC_MAC_BINDING
+        && find_owned(replica, id).is_none_or(|r| r.uuid() != row.uuid())
+    {
+        return false;
+    }
+    let parent = want.parent.as_ref().map(|p| &p.row);
+    let mut handles: HashMap<&NbRowId, Handle> = HashMap::new();
+    for r in refs(want).filter(|r| Some(*r) != parent) {
+        match find_owned(replica, r) {
+            Some(target) => handles.insert(r, Handle::Existing(target.uuid())),
+            None => return false,
+        };
+    }
+    if update_op(id, want, row, &handles).is_some() {
+        return false;
+    }
+    // The agent's children in its containment columns: those of `last`, in no other.
+    CONTAINERS
+        .iter()
+        .filter(|(parent, _, _)| *parent == id.table)
+        .all(|(_, column, child)| {
+            let members: BTreeSet<NbRowId> = row
+                .uuids(column)
+                .filter_map(|u| replica.row(child, u))
+                .filter_map(|r| owned_identity(r, lrp_names)?.ok())
+                .collect();
+            let wanted: BTreeSet<NbRowId> = table_rows(last, child)
+                .filter(|(_, r)| {
+                    r.parent
+                        .as_ref()
+                        .is_some_and(|p| p.row == *id && p.column == *column)
+                })
+                .map(|(c, _)| c.clone())
+                .collect();
+            members == wanted
+        })
+}
+
+/// A delta from `last`, applied without error and unchanged since (see [`unchanged_since`]),
+/// to `desired`: only the rows that differ are planned, found by visiting only what the two
+/// persistent maps do not share. `None` (a full plan is needed) unless every row that differs
+/// is a `Static_MAC_Binding` (one per exposed IP: what changes per event) under its own
+/// identity: a root row that refers to nothing and that nothing refers to, so its change
+/// requires nothing of the other rows. The operations and counts are those a full plan
+/// would make for the same replica.
+fn plan_delta(
+    schema: &DatabaseSchema,
+    replica: &Replica,
+    last: &LocalNbDesired,
+    desired: &LocalNbDesired,
+) -> Option<LocalNbPlan> {
+    let binding = |id: &NbRowId, row: &NbRow| {
+        id.table == STATIC_MAC_BINDING
+            && row.parent.is_none()
+            && refs(row).next().is_none()
+            && match_id(id, row) == *id
+    };
+    let mut upserts = Vec::new();
+    let mut removals = Vec::new();
+    for d in last.rows.diff(&desired.rows) {
+        match d {
+            imbl::ordmap::DiffItem::Add(id, row) => upserts.push((id, row)),
+            imbl::ordmap::DiffItem::Update { old, new } => {
+                if !binding(old.0, old.1) {
+                    return None;
+                }
+                upserts.push(new);
+            }
+            imbl::ordmap::DiffItem::Remove(id, row) => removals.push((id, row)),
+        }
+    }
+    if upserts
+        .iter()
+        .chain(&removals)
+        .any(|(id, row)| !binding(id, row))
+    {
+        return None;
+    }
+    let table = replica.table(STATIC_MAC_BINDING)?;
+    // The agent's binding of this identity: its port is one of the agent's router ports
+    // (those of `last`, which are those of `desired`: only bindings differ).
+    let lrp_names = lrp_names(desired);
+    let find = |row: &NbRow| -> Option<Option<Arc<Row>>> {
+        let (port, ip) = (
+            string_column(row, "logical_port")?,
+            string_column(row, "ip")?,
+        );
+        let found = table.find_str("ip", ip).ok()?;
+        Some(
+            found
+                .into_iter()
+                .find(|r| r.str("logical_port") == port && lrp_names.contains(port))
+                .cloned(),
+        )
+    };
+    let mut out = LocalNbPlan::default();
+    let no_handles = HashMap::new();
+    let (mut inserts, mut updates, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
+    for (n, (id, row)) in upserts.iter().enumerate() {
+        let current = find(row)?;
+        let exists = |_: &NbRowId| current.is_some();
+        if let Err(why) = validate(schema, replica, &exists, id, row, &lrp_names) {
+            out.errors.push((format!("write {id}"), why));
+            continue;
+        }
+        match current {
+            Some(cur) => {
+                if let Some(op) = update_op(id, row, &cur, &no_handles) {
+                    updates.push(op);
+                    out.changed += 1;
+                }
+            }
+            None => {
+                inserts.push(insert_op(id, row, &no_handles, &format!("row{n}")));
+                out.added += 1;
+            }
+        }
+    }
+    for (_, row) in &removals {
+        if let Some(cur) = find(row)? {
+            deletes.push(Op::delete(STATIC_MAC_BINDING).where_uuid(cur.uuid()));
+            out.removed += 1;
+        }
+    }
+    out.ops.extend(inserts);
+    out.ops.extend(updates);
+    out.ops.extend(deletes);
+    Some(out)
 }
 
 fn owned_marker(row: &Row) -> bool {
@@ -563,17 +852,10 @@ fn plan(schema: &DatabaseSchema, replica: &Replica, desired: &LocalNbDesired) ->
     // 1. Rows that cannot be written: unknown table, bad column, wrong parent, collision with
     //    a row that is not the agent's; then, until nothing changes, rows that depend on them.
     let mut refused: BTreeMap<&NbRowId, String> = BTreeMap::new();
-    let desired_lrp_names: HashSet<&str> = desired
-        .rows
-        .iter()
-        .filter(|(id, _)| id.table == "Logical_Router_Port")
-        .filter_map(|(_, r)| match r.columns.get("name") {
-            Some(NbValue::Atom(NbAtom::String(s))) => Some(s.as_str()),
-            _ => None,
-        })
-        .collect();
+    let desired_lrp_names = lrp_names(desired);
     for (id, row) in &desired.rows {
-        if let Err(why) = validate(schema, replica, &existing, id, row, &desired_lrp_names) {
+        let exists = |m: &NbRowId| existing.by_id.contains_key(m);
+        if let Err(why) = validate(schema, replica, &exists, id, row, &desired_lrp_names) {
             refused.insert(id, why);
         }
     }
@@ -635,18 +917,7 @@ fn plan(schema: &DatabaseSchema, replica: &Replica, desired: &LocalNbDesired) ->
         let Handle::New(name) = &handles[id] else {
             continue;
         };
-        let mut op = Op::insert(&id.table).uuid_name(name);
-        for (column, value) in &row.columns {
-            if column == "external_ids" {
-                continue;
-            }
-            if let Some(d) = datum_of(value, &handles) {
-                op = op.set(column, d);
-            }
-        }
-        if let Some(ext) = external_ids(id, row) {
-            op = op.set("external_ids", ext);
-        }
+        let mut op = insert_op(id, row, &handles, name);
         for ((parent, column), atoms) in &children {
             if *parent == id {
                 op = op.set(column, Datum::Set(atoms.clone().into_boxed_slice()));
@@ -663,27 +934,7 @@ fn plan(schema: &DatabaseSchema, replica: &Replica, desired: &LocalNbDesired) ->
         let Some(cur) = current.get(*id) else {
             continue;
         };
-        let mut op = Op::update(&id.table).where_uuid(cur.uuid());
-        let mut differs = false;
-        for (column, value) in &row.columns {
-            if column == "external_ids" {
-                continue;
-            }
-            let Some(want) = datum_of(value, &handles) else {
-                continue;
-            };
-            if cur.get(column).map(canonical) != Some(canonical(&want)) {
-                op = op.set(column, want);
-                differs = true;
-            }
-        }
-        if let Some(want) = external_ids(id, row)
-            && cur.get("external_ids").map(canonical) != Some(canonical(&want))
-        {
-            op = op.set("external_ids", want);
-            differs = true;
-        }
-        if differs {
+        if let Some(op) = update_op(id, row, cur, &handles) {
             out.ops.push(op);
             changed_rows.insert(id);
         }
@@ -800,6 +1051,53 @@ fn plan(schema: &DatabaseSchema, replica: &Replica, desired: &LocalNbDesired) ->
     out
 }
 
+/// The insert of a desired row, without the children a new parent lists.
+fn insert_op(id: &NbRowId, row: &NbRow, handles: &HashMap<&NbRowId, Handle>, name: &str) -> Op {
+    let mut op = Op::insert(&id.table).uuid_name(name);
+    for (column, value) in &row.columns {
+        if column == "external_ids" {
+            continue;
+        }
+        if let Some(d) = datum_of(value, handles) {
+            op = op.set(column, d);
+        }
+    }
+    if let Some(ext) = external_ids(id, row) {
+        op = op.set("external_ids", ext);
+    }
+    op
+}
+
+/// The update of the desired columns of `cur` that differ, if any.
+fn update_op(
+    id: &NbRowId,
+    row: &NbRow,
+    cur: &Row,
+    handles: &HashMap<&NbRowId, Handle>,
+) -> Option<Op> {
+    let mut op = Op::update(&id.table).where_uuid(cur.uuid());
+    let mut differs = false;
+    for (column, value) in &row.columns {
+        if column == "external_ids" {
+            continue;
+        }
+        let Some(want) = datum_of(value, handles) else {
+            continue;
+        };
+        if cur.get(column).map(canonical) != Some(canonical(&want)) {
+            op = op.set(column, want);
+            differs = true;
+        }
+    }
+    if let Some(want) = external_ids(id, row)
+        && cur.get("external_ids").map(canonical) != Some(canonical(&want))
+    {
+        op = op.set("external_ids", want);
+        differs = true;
+    }
+    differs.then_some(op)
+}
+
 /// Rows holding `row` through a containment column.
 fn holders<'a>(replica: &'a Replica, row: &'a Row) -> impl Iterator<Item = &'a Arc<Row>> + 'a {
     CONTAINERS
@@ -839,7 +1137,7 @@ fn external_ids(id: &NbRowId, row: &NbRow) -> Option<Datum> {
 fn validate(
     schema: &DatabaseSchema,
     replica: &Replica,
-    existing: &Existing,
+    exists: &dyn Fn(&NbRowId) -> bool,
     id: &NbRowId,
     row: &NbRow,
     desired_lrp_names: &HashSet<&str>,
@@ -895,7 +1193,7 @@ fn validate(
     }
     // A row of someone else with the same unique columns: the insert would fail the whole
     // transaction (indexed tables) or leave two rows of one name.
-    if !existing.by_id.contains_key(&match_id(id, row)) && !rule.unique.is_empty() {
+    if !exists(&match_id(id, row)) && !rule.unique.is_empty() {
         let wanted: Option<Vec<Datum>> = rule
             .unique
             .iter()
@@ -905,14 +1203,26 @@ fn validate(
                     .and_then(|v| datum_of(v, &HashMap::new()))
             })
             .collect();
-        if let (Some(wanted), Some(table)) = (wanted, replica.table(&id.table))
-            && let Some(other) = table.iter().find(|r| {
+        let same = |r: &&Arc<Row>| {
+            wanted.as_ref().is_some_and(|wanted| {
                 rule.unique
                     .iter()
-                    .zip(&wanted)
+                    .zip(wanted)
                     .all(|(c, w)| r.get(c).map(canonical) == Some(canonical(w)))
             })
-        {
+        };
+        let other = replica.table(&id.table).and_then(|table| {
+            // A binding through the index on its IP (one per exposed IP: a scan each would
+            // make a plan quadratic).
+            match (id.table == STATIC_MAC_BINDING, string_column(row, "ip")) {
+                (true, Some(ip)) => match table.find_str("ip", ip) {
+                    Ok(found) => found.into_iter().find(same).cloned(),
+                    Err(_) => table.iter().find(same).cloned(),
+                },
+                _ => table.iter().find(same).cloned(),
+            }
+        });
+        if let Some(other) = other {
             return Err(format!(
                 "{} row {} has the same {} and is not the agent's",
                 id.table,

@@ -425,6 +425,15 @@ impl OvsdbClient {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Keeps a journal of the rows changed from now on (see [`Replica::take_journal`]).
+    pub fn enable_journal(&self) {
+        self.shared
+            .replica
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .enable_journal();
+    }
+
     /// The change stream; `Some` the first time only.
     pub fn events(&self) -> Option<mpsc::UnboundedReceiver<ChangeBatch>> {
         lock(&self.events).take()

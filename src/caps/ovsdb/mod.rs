@@ -104,6 +104,6 @@ pub use client::{
 pub use error::OvsdbError;
 pub use ops::{Clause, Function, MonitorCondition, Mutator, Op, OpResult};
 pub use remote::{Remote, TlsFiles};
-pub use replica::{Change, ChangeKind, Replica, Row, Table};
+pub use replica::{Change, ChangeKind, Journal, Replica, Row, Table};
 pub use schema::DatabaseSchema;
 pub use types::{Atom, Datum, Uuid};

@@ -426,6 +426,56 @@ pub struct Replica {
     tables: Vec<Table>,
     by_name: HashMap<Arc<str>, usize>,
     pub(crate) last_txn_id: Option<Uuid>,
+    /// Kept only when a consumer asked for it ([`Replica::enable_journal`]).
+    journal: Option<std::sync::Mutex<Journal>>,
+}
+
+/// The rows changed since a consumer last took the journal ([`Replica::take_journal`]), read
+/// under the replica's lock: exactly the changes that made the replica it reads, unlike the
+/// change stream, which a task of the consumer's reads later. The local NB reconciler tells
+/// by it whether anyone changed the rows it applied since it applied them (issue 17).
+#[derive(Debug, Default)]
+pub struct Journal {
+    /// What changed is not known row by row: a complete re-download replaced the contents
+    /// (after a reconnect), or more rows changed than the journal keeps.
+    pub lost: bool,
+    /// Each row changed, by table and UUID, with its contents before each change recorded
+    /// (none before an insert): what it was at any point, not only at the start (a row
+    /// inserted and deleted again has had contents, whom they concerned may matter).
+    pub rows: HashMap<(Arc<str>, Uuid), Vec<Arc<Row>>>,
+    /// Contents held in `rows`.
+    versions: usize,
+}
+
+/// Rows and contents a journal holds at most before it only says it lost track
+/// ([`Journal::lost`]).
+const JOURNAL_ROWS: usize = 1 << 16;
+
+impl Journal {
+    fn record(&mut self, changes: &[Change]) {
+        if self.lost {
+            return;
+        }
+        for change in changes {
+            let versions = self
+                .rows
+                .entry((change.table.clone(), change.uuid))
+                .or_default();
+            if let Some(old) = change.old_row() {
+                versions.push(old.clone());
+                self.versions += 1;
+            }
+        }
+        if self.rows.len() + self.versions > JOURNAL_ROWS {
+            self.lost();
+        }
+    }
+
+    fn lost(&mut self) {
+        self.lost = true;
+        self.rows = HashMap::new();
+        self.versions = 0;
+    }
 }
 
 impl Replica {
@@ -439,7 +489,29 @@ impl Replica {
                 .collect(),
             tables: metas.into_iter().map(Table::new).collect(),
             last_txn_id: None,
+            journal: None,
         }
+    }
+
+    /// Records the rows changed from now on, for [`Self::take_journal`].
+    pub fn enable_journal(&mut self) {
+        self.journal
+            .get_or_insert_with(|| std::sync::Mutex::new(Journal::default()));
+    }
+
+    /// The rows changed since the journal was enabled or last taken; `None` when it is not
+    /// enabled.
+    pub fn take_journal(&self) -> Option<Journal> {
+        let journal = self.journal.as_ref()?;
+        Some(std::mem::take(
+            &mut *journal.lock().unwrap_or_else(|e| e.into_inner()),
+        ))
+    }
+
+    fn journal_mut(&mut self) -> Option<&mut Journal> {
+        self.journal
+            .as_mut()
+            .map(|j| j.get_mut().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Registers an index on a column and fills it.
@@ -498,6 +570,14 @@ impl Replica {
     /// Applies incremental updates, appending the events to `out`.
     #[doc(hidden)]
     pub fn apply(&mut self, updates: Vec<TableUpdate>, out: &mut Vec<Change>) {
+        let before = out.len();
+        self.apply_updates(updates, out);
+        if let Some(journal) = self.journal_mut() {
+            journal.record(&out[before..]);
+        }
+    }
+
+    fn apply_updates(&mut self, updates: Vec<TableUpdate>, out: &mut Vec<Change>) {
         for tu in updates {
             let t = &mut self.tables[tu.table];
             for (uuid, change) in tu.rows {
@@ -575,6 +655,9 @@ impl Replica {
     /// the rows that really differ from what the replica had.
     #[doc(hidden)]
     pub fn resync(&mut self, updates: Vec<TableUpdate>, out: &mut Vec<Change>) {
+        if let Some(journal) = self.journal_mut() {
+            journal.lost();
+        }
         let mut seen: Vec<UuidSet> = (0..self.tables.len()).map(|_| UuidSet::default()).collect();
         for tu in updates {
             let t = &mut self.tables[tu.table];
@@ -606,5 +689,86 @@ impl Replica {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::caps::ovsdb::client::{MonitorSpec, TableSpec};
+    use crate::caps::ovsdb::decode;
+    use crate::caps::ovsdb::monitor::UpdateFormat;
+    use crate::caps::ovsdb::schema::DatabaseSchema;
+
+    const U1: &str = "11111111-1111-1111-1111-111111111111";
+    const U2: &str = "22222222-2222-2222-2222-222222222222";
+
+    fn replica() -> (Replica, Vec<Arc<TableMeta>>) {
+        let schema = DatabaseSchema::from_json(
+            &json!({"name": "T", "version": "1.0.0", "tables": {"T": {"columns": {
+                "name": {"type": "string"}
+            }}}}),
+            "test",
+        )
+        .unwrap();
+        let metas = MonitorSpec::default()
+            .table(TableSpec::new("T", &[]))
+            .metas(&schema)
+            .unwrap();
+        (Replica::new(metas.clone()), metas)
+    }
+
+    fn update(metas: &[Arc<TableMeta>], rows: serde_json::Value) -> Vec<TableUpdate> {
+        let text = json!({ "T": rows }).to_string();
+        decode::table_updates(&text, metas, UpdateFormat::V2, None).unwrap()
+    }
+
+    /// The journal holds every row changed since it was taken, with each content it had
+    /// before a change (so a row inserted and deleted again is there with what it held); a
+    /// resync loses track.
+    #[test]
+    fn the_journal_records_every_content_until_taken() {
+        let (mut replica, metas) = replica();
+        replica.apply(
+            update(&metas, json!({U1: {"insert": {"name": "a"}}})),
+            &mut Vec::new(),
+        );
+        assert!(replica.take_journal().is_none(), "not enabled");
+        replica.enable_journal();
+        replica.apply(
+            update(
+                &metas,
+                json!({U1: {"modify": {"name": "b"}}, U2: {"insert": {"name": "c"}}}),
+            ),
+            &mut Vec::new(),
+        );
+        replica.apply(
+            update(&metas, json!({U2: {"delete": null}})),
+            &mut Vec::new(),
+        );
+        let journal = replica.take_journal().unwrap();
+        assert!(!journal.lost);
+        let names = |uuid: &str| -> Vec<String> {
+            journal.rows[&(Arc::from("T"), Uuid::parse(uuid).unwrap())]
+                .iter()
+                .map(|r| r.str("name").to_owned())
+                .collect()
+        };
+        assert_eq!(names(U1), ["a"]);
+        assert_eq!(
+            names(U2),
+            ["c"],
+            "inserted, then deleted: its content is kept"
+        );
+        assert!(replica.take_journal().unwrap().rows.is_empty(), "taken");
+
+        replica.resync(
+            update(&metas, json!({U1: {"initial": {"name": "b"}}})),
+            &mut Vec::new(),
+        );
+        assert!(replica.take_journal().unwrap().lost);
+        assert!(!replica.take_journal().unwrap().lost, "a new journal");
     }
 }
