@@ -262,7 +262,10 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
             if let Some(list) = self.producers.get_mut(&(*scope, e.ip)) {
                 list.retain(|(p, _)| *p != position);
             }
-            self.shadows.remove(&position);
+            // Most layouts have no shadow at all: no lookup of a long key then.
+            if !self.shadows.is_empty() {
+                self.shadows.remove(&position);
+            }
             touched.insert((*scope, e.ip));
         }
     }
@@ -289,7 +292,9 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
             ips.insert(ip, winner.clone());
         }
         for (position, e) in list {
-            self.shadows.remove(position);
+            if !self.shadows.is_empty() {
+                self.shadows.remove(position);
+            }
             if !Arc::ptr_eq(e, winner) && (e.kind != winner.kind || e.source != winner.source) {
                 self.shadows.insert(position.clone(), (scope, e.clone()));
             }
