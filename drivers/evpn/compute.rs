@@ -57,7 +57,8 @@ use crate::ovn::generations::{CacheStats, ReadSet};
 use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::{CR_LRP_PREFIX, EvpnSettings};
 use crate::ovn::sb::model::{
-    CHASSISREDIRECT, ModelKey, PortBinding, SbModel, Uuid, parse_port_addresses, vm_port_ips,
+    CHASSISREDIRECT, ModelKey, PortBinding, RecordedLookups, SbModel, Uuid, parse_port_addresses,
+    vm_port_ips,
 };
 use crate::ovn::sb::provider::BridgeMappings;
 
@@ -175,7 +176,7 @@ impl GatewayResult {
         let gateway = reader.gateway(mappings, crlrp);
         GatewayResult {
             at: (chassis.clone(), crlrp.logical_port.clone()),
-            read: reader.finish(),
+            read: reader.0.finish(),
             gateway,
             version: next_version(),
         }
@@ -447,36 +448,11 @@ fn same_family(gateway_ips: &[IpNet], ip: IpNet) -> Option<IpNet> {
 }
 
 /// One root's computation: every model lookup goes through it, so it knows what it read.
-struct Reader<'a> {
-    model: &'a SbModel,
-    read: Vec<(ModelKey, u64)>,
-}
+struct Reader<'a>(RecordedLookups<'a>);
 
 impl<'a> Reader<'a> {
     fn new(model: &'a SbModel) -> Self {
-        Self {
-            model,
-            read: Vec::new(),
-        }
-    }
-
-    fn finish(self) -> ReadSet<ModelKey> {
-        ReadSet::new(self.model.generations(), self.read)
-    }
-
-    fn read(&mut self, key: ModelKey) {
-        let generation = self.model.generation(&key);
-        self.read.push((key, generation));
-    }
-
-    fn port_named(&mut self, name: &str) -> Option<&'a PortBinding> {
-        self.read(ModelKey::Named(name.to_owned()));
-        self.model.port_named(name)
-    }
-
-    fn ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
-        self.read(ModelKey::Ports(datapath.to_owned()));
-        self.model.ports_on_datapath(datapath)
+        Self(RecordedLookups::new(model))
     }
 
     /// The provider network of `datapath` here, or why it has none.
@@ -485,20 +461,20 @@ impl<'a> Reader<'a> {
         mappings: &BridgeMappings,
         datapath: &str,
     ) -> Result<ProviderNetwork, String> {
-        self.read(ModelKey::Localnets(datapath.to_owned()));
+        self.0.read(ModelKey::Localnets(datapath.to_owned()));
         mappings
-            .provider_of(self.model, datapath)
-            .ok_or_else(|| mappings.why_not_provider(self.model, datapath))
+            .provider_of(self.0.model(), datapath)
+            .ok_or_else(|| mappings.why_not_provider(self.0.model(), datapath))
     }
 
     fn gateway(&mut self, mappings: &BridgeMappings, crlrp: &'a PortBinding) -> Gateway {
         // The root's own row: any change to it re-stamps its name.
-        self.read(ModelKey::Named(crlrp.logical_port.clone()));
+        self.0.read(ModelKey::Named(crlrp.logical_port.clone()));
         let Some(id) = crlrp.logical_port.strip_prefix(CR_LRP_PREFIX) else {
             // Not a Neutron router gateway: not an EVPN gateway either.
             return Gateway::NotEvpn;
         };
-        let Some(gateway_patch) = self.port_named(id) else {
+        let Some(gateway_patch) = self.0.port_named(id) else {
             // Its patch port is not (yet) in the replica: no EVPN settings known.
             return Gateway::NotEvpn;
         };
@@ -576,7 +552,7 @@ impl<'a> Reader<'a> {
         gateway_ips: &[IpNet],
     ) {
         let settings = (ask.vni, ask.asn);
-        for lrp in self.ports_on_datapath(&crlrp.datapath) {
+        for lrp in self.0.ports_on_datapath(&crlrp.datapath) {
             if lrp.port_type != "patch"
                 || lrp.chassis.is_some()
                 || lrp.options.contains_key("chassis-redirect-port")
@@ -589,7 +565,7 @@ impl<'a> Reader<'a> {
                 .options
                 .get("peer")
                 .filter(|p| p.as_str() != gateway_id)
-                .and_then(|p| self.port_named(p))
+                .and_then(|p| self.0.port_named(p))
             else {
                 continue;
             };
@@ -657,7 +633,7 @@ impl<'a> Reader<'a> {
     fn listing(mut self, vni: Vni, datapath: &str, network: IpNet) -> Listing {
         let mut ips = Vec::new();
         let mut skips = Vec::new();
-        for port in self.ports_on_datapath(datapath) {
+        for port in self.0.ports_on_datapath(datapath) {
             if !matches!(port.port_type.as_str(), "" | "virtual") || port.chassis.is_none() {
                 continue;
             }
@@ -682,7 +658,7 @@ impl<'a> Reader<'a> {
         }
         Listing {
             of: (vni, datapath.to_owned(), network),
-            read: self.finish(),
+            read: self.0.finish(),
             ips,
             skips,
             version: next_version(),

@@ -18,8 +18,8 @@ use std::collections::{BTreeSet, HashMap};
 use ipnet::IpNet;
 
 use super::model::{
-    LoadBalancer, ModelKey, PortBinding, SbModel, Uuid, lb_vip_name, parse_nat_entry,
-    parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
+    LoadBalancer, ModelKey, PortBinding, RecordedLookups, SbModel, Uuid, lb_vip_name,
+    parse_nat_entry, parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
 };
 use crate::exposure::{
     ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, IpLayout, ProviderNetwork, RootKey,
@@ -135,10 +135,9 @@ impl ExposureCache {
                 if !fresh {
                     stats.recomputed += 1;
                     let mut root = Root {
-                        model,
+                        lookups: RecordedLookups::new(model),
                         mappings: &mappings,
                         tenant,
-                        read: Vec::new(),
                         produced: Vec::new(),
                     };
                     root.expose_local_port(port);
@@ -192,57 +191,53 @@ impl ExposureCache {
 
 /// One root's computation: every model lookup goes through it, so it knows what it read.
 struct Root<'a> {
-    model: &'a SbModel,
+    lookups: RecordedLookups<'a>,
     mappings: &'a BridgeMappings,
     tenant: &'a TenantOptions,
-    read: Vec<(ModelKey, u64)>,
     produced: Vec<Produced>,
 }
 
 impl<'a> Root<'a> {
     fn finish(self) -> RootResult {
         RootResult {
-            read: ReadSet::new(self.model.generations(), self.read),
+            read: self.lookups.finish(),
             produced: self.produced,
             version: next_version(),
         }
     }
 
     fn read(&mut self, key: ModelKey) {
-        let generation = self.model.generation(&key);
-        self.read.push((key, generation));
+        self.lookups.read(key);
     }
 
     /// The provider network a datapath belongs to, if it has a localnet port of a physnet mapped
     /// on this chassis.
     fn provider_of(&mut self, datapath: &str) -> Option<ProviderNetwork> {
         self.read(ModelKey::Localnets(datapath.to_owned()));
-        self.mappings.provider_of(self.model, datapath)
+        self.mappings.provider_of(self.lookups.model(), datapath)
     }
 
     fn port_named(&mut self, name: &str) -> Option<&'a PortBinding> {
-        self.read(ModelKey::Named(name.to_owned()));
-        self.model.port_named(name)
+        self.lookups.port_named(name)
     }
 
     fn ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
-        self.read(ModelKey::Ports(datapath.to_owned()));
-        self.model.ports_on_datapath(datapath)
+        self.lookups.ports_on_datapath(datapath)
     }
 
     fn nat_ports_resident_on(&mut self, name: &str) -> Vec<&'a PortBinding> {
         self.read(ModelKey::ResidentNat(name.to_owned()));
-        self.model.nat_ports_resident_on(name)
+        self.lookups.model().nat_ports_resident_on(name)
     }
 
     fn lb_vip_ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
         self.read(ModelKey::LbVips(datapath.to_owned()));
-        self.model.lb_vip_ports_on_datapath(datapath)
+        self.lookups.model().lb_vip_ports_on_datapath(datapath)
     }
 
     fn load_balancers_named(&mut self, name: &str) -> Vec<&'a LoadBalancer> {
         self.read(ModelKey::LoadBalancers(name.to_owned()));
-        self.model.load_balancers_named(name).collect()
+        self.lookups.model().load_balancers_named(name).collect()
     }
 
     fn expose_ip(&mut self, ip: ExposedIp) {

@@ -32,7 +32,7 @@ use crate::ovn::generations::{CacheStats, ReadSet};
 use crate::ovn::neutron;
 use crate::ovn::sb::condition::CR_LRP_PREFIX;
 use crate::ovn::sb::model::{
-    CHASSISREDIRECT, ModelKey, PortBinding, SbModel, Uuid, parse_port_addresses,
+    CHASSISREDIRECT, ModelKey, PortBinding, RecordedLookups, SbModel, Uuid, parse_port_addresses,
 };
 
 const TABLE: &str = "Port_Binding";
@@ -163,14 +163,13 @@ impl RouteCache {
             if !fresh {
                 stats.recomputed += 1;
                 let mut root = Root {
-                    model,
+                    lookups: RecordedLookups::new(model),
                     options,
-                    read: Vec::new(),
                     steps: Vec::new(),
                 };
                 root.gateway(crlrp);
                 let result = RootResult {
-                    read: ReadSet::new(model.generations(), root.read),
+                    read: root.lookups.finish(),
                     steps: root.steps,
                 };
                 self.roots.insert(crlrp.uuid.clone(), result);
@@ -200,29 +199,12 @@ impl RouteCache {
 
 /// One gateway's computation: every model lookup goes through it, so it knows what it read.
 struct Root<'a> {
-    model: &'a SbModel,
+    lookups: RecordedLookups<'a>,
     options: &'a StretchedOptions,
-    read: Vec<(ModelKey, u64)>,
     steps: Vec<Step>,
 }
 
-impl<'a> Root<'a> {
-    fn read(&mut self, key: ModelKey) {
-        let generation = self.model.generation(&key);
-        self.read.push((key, generation));
-    }
-
-    fn port_named(&mut self, name: &str) -> Option<&'a PortBinding> {
-        self.read(ModelKey::Named(name.to_owned()));
-        self.model.port_named(name)
-    }
-
-    fn ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
-        // Stamped whenever a port of the datapath enters, changes or leaves.
-        self.read(ModelKey::Ports(datapath.to_owned()));
-        self.model.ports_on_datapath(datapath)
-    }
-
+impl Root<'_> {
     fn skip(&mut self, port: &PortBinding, reason: impl Into<String>) {
         self.steps.push(Step::Skip(row(port), reason.into()));
     }
@@ -233,7 +215,7 @@ impl<'a> Root<'a> {
         if self.options.address_scopes.is_none() {
             return Ok(None);
         }
-        match self.port_named(peer) {
+        match self.lookups.port_named(peer) {
             Some(p) => Ok(Some(Scopes::of(p))),
             None => {
                 self.skip(
@@ -250,7 +232,8 @@ impl<'a> Root<'a> {
 
     fn gateway(&mut self, crlrp: &PortBinding) {
         // The gateway's own row: any change to it re-stamps its name.
-        self.read(ModelKey::Named(crlrp.logical_port.clone()));
+        self.lookups
+            .read(ModelKey::Named(crlrp.logical_port.clone()));
         if crlrp.port_type != CHASSISREDIRECT {
             return;
         }
@@ -282,7 +265,7 @@ impl<'a> Root<'a> {
             // Not in an address scope announced here: a configured filter, not a bad row.
             return;
         }
-        for lrp in self.ports_on_datapath(&crlrp.datapath) {
+        for lrp in self.lookups.ports_on_datapath(&crlrp.datapath) {
             if lrp.chassis.is_some()
                 || !lrp.logical_port.starts_with(LRP_PREFIX)
                 || lrp.options.contains_key("chassis-redirect-port")

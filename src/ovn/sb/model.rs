@@ -115,6 +115,53 @@ pub enum ModelKey {
     LoadBalancers(String),
 }
 
+/// Lookups of a model that record each key they read with its generation then: one root's
+/// computation in a per-root cache (the SB BGP, EVPN and stretched L2 drivers'), which is
+/// computed again only when one of those generations moved ([`ReadSet`]).
+#[cfg(any(feature = "sb_bgp", feature = "evpn", feature = "stretched_l2"))]
+pub(crate) struct RecordedLookups<'a> {
+    model: &'a SbModel,
+    read: Vec<(ModelKey, u64)>,
+}
+
+#[cfg(any(feature = "sb_bgp", feature = "evpn", feature = "stretched_l2"))]
+impl<'a> RecordedLookups<'a> {
+    pub(crate) fn new(model: &'a SbModel) -> Self {
+        Self {
+            model,
+            read: Vec::new(),
+        }
+    }
+
+    /// The model, for what needs no recording (or is recorded with [`Self::read`]).
+    #[cfg_attr(not(any(feature = "sb_bgp", feature = "evpn")), allow(dead_code))]
+    pub(crate) fn model(&self) -> &'a SbModel {
+        self.model
+    }
+
+    /// Record a lookup of `key` made directly on the model.
+    pub(crate) fn read(&mut self, key: ModelKey) {
+        let generation = self.model.generation(&key);
+        self.read.push((key, generation));
+    }
+
+    pub(crate) fn port_named(&mut self, name: &str) -> Option<&'a PortBinding> {
+        self.read(ModelKey::Named(name.to_owned()));
+        self.model.port_named(name)
+    }
+
+    /// Stamped whenever a port of the datapath enters, changes or leaves.
+    pub(crate) fn ports_on_datapath(&mut self, datapath: &str) -> Vec<&'a PortBinding> {
+        self.read(ModelKey::Ports(datapath.to_owned()));
+        self.model.ports_on_datapath(datapath)
+    }
+
+    /// What was read, to check the result against the model later.
+    pub(crate) fn finish(self) -> crate::ovn::generations::ReadSet<ModelKey> {
+        crate::ovn::generations::ReadSet::new(self.model.generations(), self.read)
+    }
+}
+
 /// The rows plus incremental indexes.
 #[derive(Debug, Default, Clone)]
 pub struct SbModel {
