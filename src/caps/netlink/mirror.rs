@@ -364,6 +364,16 @@ fn count(counter: &std::sync::atomic::AtomicU64, n: u64) {
 #[derive(Default, Clone)]
 pub struct MirrorState {
     objects: BTreeMap<ObjectKey, RouteNetlinkMessage>,
+    /// Changes whenever a link comes, changes or goes (unique in the process, also across
+    /// states from different dumps): what the links were parsed into is reused while it is the
+    /// same, so a reconcile does not parse every link of a chassis with many VRFs (issue 17).
+    links_version: u64,
+}
+
+/// A fresh [`MirrorState::links_version`].
+fn next_links_version() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// What one event did to the mirror.
@@ -377,7 +387,10 @@ enum Applied {
 
 impl MirrorState {
     fn from_dump(messages: Vec<RouteNetlinkMessage>) -> Self {
-        let mut s = Self::default();
+        let mut s = Self {
+            links_version: next_links_version(),
+            ..Self::default()
+        };
         for m in messages {
             s.apply(m, false);
         }
@@ -390,6 +403,9 @@ impl MirrorState {
         let Some(key) = ObjectKey::of(&message) else {
             return Applied::Ignored;
         };
+        if matches!(key, ObjectKey::Link(_)) {
+            self.links_version = next_links_version();
+        }
         // An IPv6 route replaced by one through another next hop is not reported deleted:
         // the replacement's notification says it.
         if replace
@@ -521,6 +537,12 @@ impl MirrorState {
             key(u32::MAX, "\u{10ffff}".to_owned()),
         );
         self.objects.range(start..=end).map(|(_, m)| m)
+    }
+
+    /// Tells the links of this state from those of any other state that differs in them
+    /// (see the field).
+    pub fn links_version(&self) -> u64 {
+        self.links_version
     }
 
     /// Every link, as a link dump lists them.
@@ -1358,6 +1380,35 @@ mod tests {
         assert_eq!(
             s.apply(RouteNetlinkMessage::DelLink(port), false),
             Applied::Ignored
+        );
+    }
+
+    /// The parsed links are reused while this version is the same: it must move with every
+    /// link that comes, changes or goes, and with nothing else; and two dumps never share one.
+    #[test]
+    fn the_links_version_moves_with_the_links_only() {
+        let mut s = MirrorState::from_dump(Vec::new());
+        let v0 = s.links_version();
+        s.apply(route(200, [10, 0, 0, 0].into(), 24, 0), false);
+        assert_eq!(s.links_version(), v0, "a route is not a link");
+        let mut link = LinkMessage::default();
+        link.header.index = 5;
+        link.header.flags = LinkFlags::Up;
+        s.apply(RouteNetlinkMessage::NewLink(link.clone()), false);
+        let v1 = s.links_version();
+        assert_ne!(v1, v0);
+        let mut renamed = link.clone();
+        renamed
+            .attributes
+            .push(LinkAttribute::IfName("lo-100".into()));
+        s.apply(RouteNetlinkMessage::NewLink(renamed), false);
+        let v2 = s.links_version();
+        assert_ne!(v2, v1, "a link changed");
+        s.apply(RouteNetlinkMessage::DelLink(link), false);
+        assert_ne!(s.links_version(), v2, "a link gone");
+        assert_ne!(
+            MirrorState::from_dump(Vec::new()).links_version(),
+            MirrorState::from_dump(Vec::new()).links_version()
         );
     }
 }

@@ -29,8 +29,8 @@ use super::validate::{self, Held};
 use super::{NetlinkError, addresses, links, neighbours, routes, rules, sysctl};
 use crate::hash::{HashMap, HashSet};
 use crate::system::{
-    ChangeReport, DesiredSystem, LOCAL_TABLE, LinkKind, LinkSpec, LocalRouteSuppression, Ownership,
-    RouteSpec,
+    ChangeReport, DesiredSystem, LOCAL_TABLE, LinkKind, LinkSpec, LocalRouteSuppression, ObjectSet,
+    Ownership, RouteSpec,
 };
 use crate::types::InterfaceName;
 
@@ -234,6 +234,60 @@ pub struct NetlinkReconciler {
     deltas: std::sync::atomic::AtomicU64,
     /// The request socket's receive buffer, when not the default (tests).
     receive_buffer: Option<libc::c_int>,
+    /// The mirror's links as last parsed.
+    links: LinkCache,
+    /// The devices of the desired local-route suppressions, kept by difference.
+    suppression_devices: Mutex<SuppressionDevices>,
+}
+
+/// The devices the desired local-route suppressions are on, counted, and the set they were
+/// counted from: the mirror's interest names them, and an EVPN gateway has one suppression
+/// per tenant VM (30k) on a few dozen devices, so the next set is counted by its difference
+/// with the last one (a persistent set: the paths a render changed), not walked per reconcile.
+#[derive(Default)]
+struct SuppressionDevices {
+    counted: ObjectSet<LocalRouteSuppression>,
+    devices: BTreeMap<InterfaceName, usize>,
+}
+
+impl SuppressionDevices {
+    fn update(&mut self, suppressions: &ObjectSet<LocalRouteSuppression>) {
+        use imbl::ordset::DiffItem;
+        for item in self.counted.diff(suppressions) {
+            match item {
+                DiffItem::Add(l) => *self.devices.entry(l.dev.clone()).or_insert(0) += 1,
+                DiffItem::Remove(l) => {
+                    if let Some(n) = self.devices.get_mut(&l.dev) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.devices.remove(&l.dev);
+                        }
+                    }
+                }
+            }
+        }
+        self.counted = suppressions.clone();
+    }
+}
+
+/// The links of a mirror state as last parsed, with the state's
+/// [`MirrorState::links_version`](super::mirror::MirrorState::links_version): a reconcile reads
+/// them two to four times, and a chassis with many VRFs has hundreds, which no event changes.
+#[derive(Default)]
+struct LinkCache(Mutex<Option<(u64, Arc<LinkTable>)>>);
+
+impl LinkCache {
+    fn read(&self, m: &KernelMirror) -> Arc<LinkTable> {
+        let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.read(|s| match &*cached {
+            Some((version, table)) if *version == s.links_version() => table.clone(),
+            _ => {
+                let table = Arc::new(LinkTable::from_messages(s.links()));
+                *cached = Some((s.links_version(), table.clone()));
+                table
+            }
+        })
+    }
 }
 
 /// See `NetlinkReconciler::seen`.
@@ -275,6 +329,8 @@ impl NetlinkReconciler {
             last: Mutex::new(None),
             deltas: std::sync::atomic::AtomicU64::new(0),
             receive_buffer: None,
+            links: LinkCache::default(),
+            suppression_devices: Mutex::default(),
         }
     }
 
@@ -408,7 +464,7 @@ impl NetlinkReconciler {
             return false;
         };
         let dirty = m.take_dirty();
-        let table = m.read(|s| LinkTable::from_messages(s.links()));
+        let table = self.links.read(m);
         if only_expected(&dirty, &desired, &table) {
             true
         } else {
@@ -595,7 +651,7 @@ impl NetlinkReconciler {
         report: &mut ChangeReport,
     ) -> Result<(), NetlinkError> {
         let Checked { screened, known } = checked;
-        let view = View::Mirror(m, self.request_timeout);
+        let view = View::Mirror(m, self.request_timeout, &self.links);
         let resync = self.resync_next.swap(false, Ordering::Relaxed);
         let full = self.full_next.swap(false, Ordering::Relaxed) || resync;
         if resync {
@@ -661,7 +717,15 @@ impl NetlinkReconciler {
         let base = report.errors.len() == errors_before && screened.dropped.is_empty() && !resynced;
         // Without a base, any change of a route in an owned table matters (a routing daemon's
         // route that kept one of the agent's out may have gone).
-        m.set_interest(interest(desired, &links, s.conn.port(), !base));
+        let interest = {
+            let mut suppressed = self
+                .suppression_devices
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            suppressed.update(&desired.suppressed_local_routes);
+            interest(desired, &suppressed.devices, &links, s.conn.port(), !base)
+        };
+        m.set_interest(interest);
         if base {
             *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Last {
                 mirror: mirror_id(m),
@@ -729,7 +793,14 @@ impl NetlinkReconciler {
 }
 
 /// What the reconciler owns, for the mirror to tell its own changes from others'.
-fn interest(desired: &DesiredSystem, table: &LinkTable, own_port: u32, strict: bool) -> Interest {
+/// `suppressed` holds the devices of `desired`'s local-route suppressions.
+fn interest(
+    desired: &DesiredSystem,
+    suppressed: &BTreeMap<InterfaceName, usize>,
+    table: &LinkTable,
+    own_port: u32,
+    strict: bool,
+) -> Interest {
     let own = &desired.ownership;
     let tables = own.tables.iter().copied().collect();
     let swept_tables = own.swept_tables.iter().copied().collect();
@@ -739,7 +810,7 @@ fn interest(desired: &DesiredSystem, table: &LinkTable, own_port: u32, strict: b
         .chain(&own.all_address_devices)
         .chain(&own.neighbour_devices)
         // An address re-added there brings its local route back.
-        .chain(desired.suppressed_local_routes.iter().map(|l| &l.dev))
+        .chain(suppressed.keys())
         .map(|n| n.as_str())
         .chain(desired.links.iter().flat_map(|l| {
             let peer = match &l.kind {
@@ -1135,7 +1206,7 @@ async fn dump_links(conn: &NetlinkConn) -> Result<LinkTable, NetlinkError> {
 #[derive(Clone, Copy)]
 enum View<'a> {
     Dumps(&'a NetlinkConn),
-    Mirror(&'a KernelMirror, Duration),
+    Mirror(&'a KernelMirror, Duration, &'a LinkCache),
 }
 
 impl View<'_> {
@@ -1144,14 +1215,14 @@ impl View<'_> {
     async fn catch_up(&self) -> Result<(), NetlinkError> {
         match self {
             View::Dumps(_) => Ok(()),
-            View::Mirror(m, timeout) => m.barrier(*timeout).await,
+            View::Mirror(m, timeout, _) => m.barrier(*timeout).await,
         }
     }
 
-    async fn links(&self) -> Result<LinkTable, NetlinkError> {
+    async fn links(&self) -> Result<Arc<LinkTable>, NetlinkError> {
         match self {
-            View::Dumps(conn) => dump_links(conn).await,
-            View::Mirror(m, _) => Ok(m.read(|s| LinkTable::from_messages(s.links()))),
+            View::Dumps(conn) => dump_links(conn).await.map(Arc::new),
+            View::Mirror(m, _, cache) => Ok(cache.read(m)),
         }
     }
 
@@ -1164,7 +1235,7 @@ impl View<'_> {
                 };
                 conn.dump(what, addresses::dump_request(family)).await
             }
-            View::Mirror(m, _) => Ok(m.read(|s| s.addresses(family).cloned().collect())),
+            View::Mirror(m, _, _) => Ok(m.read(|s| s.addresses(family).cloned().collect())),
         }
     }
 
@@ -1177,7 +1248,7 @@ impl View<'_> {
                 };
                 conn.dump(what, rules::dump_request(family)).await
             }
-            View::Mirror(m, _) => Ok(m.read(|s| s.rules(family).cloned().collect())),
+            View::Mirror(m, _, _) => Ok(m.read(|s| s.rules(family).cloned().collect())),
         }
     }
 
@@ -1203,7 +1274,7 @@ impl View<'_> {
                     Err(e) => Err(e),
                 }
             }
-            View::Mirror(m, _) => Ok(m.read(|s| s.routes_of_table(family, table))),
+            View::Mirror(m, _, _) => Ok(m.read(|s| s.routes_of_table(family, table))),
         }
     }
 
@@ -1217,7 +1288,7 @@ impl View<'_> {
                 };
                 conn.dump(what, neighbours::dump_request(v6, false)).await
             }
-            View::Mirror(m, _) => Ok(m.read(|s| s.neighbours(v6).cloned().collect())),
+            View::Mirror(m, _, _) => Ok(m.read(|s| s.neighbours(v6).cloned().collect())),
         }
     }
 }
@@ -1404,7 +1475,7 @@ async fn reconcile_links(
     conn: &NetlinkConn,
     view: View<'_>,
     desired: &DesiredSystem,
-    table: &mut LinkTable,
+    table: &mut Arc<LinkTable>,
     report: &mut ChangeReport,
 ) -> Result<HashSet<String>, NetlinkError> {
     let mut created: HashSet<String> = HashSet::default();
@@ -1996,4 +2067,50 @@ async fn suppress_local_routes(
         }
     }
     deletes.apply(conn, report).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suppression(table: u32, last: u8, dev: u8) -> LocalRouteSuppression {
+        LocalRouteSuppression {
+            table,
+            dst: IpAddr::from([10, 0, 0, last]),
+            dev: InterfaceName::new(format!("lo-{dev}")).unwrap(),
+        }
+    }
+
+    proptest::proptest! {
+        /// Counted by difference, the devices are those of the set as it is now, after any
+        /// sequence of versions (each derived from the last, or built afresh).
+        #[test]
+        fn suppression_devices_are_those_of_the_last_set(
+            steps in proptest::collection::vec(
+                (proptest::bool::ANY, proptest::collection::vec((0u8..20, 0u8..4, proptest::bool::ANY), 0..12)),
+                1..10,
+            ),
+        ) {
+            let mut counted = SuppressionDevices::default();
+            let mut set: ObjectSet<LocalRouteSuppression> = ObjectSet::new();
+            for (afresh, changes) in steps {
+                if afresh {
+                    set = set.iter().cloned().collect();
+                }
+                for (last, dev, add) in changes {
+                    let l = suppression(LOCAL_TABLE, last, dev);
+                    if add {
+                        set.insert(l);
+                    } else {
+                        set.remove(&l);
+                    }
+                }
+                counted.update(&set);
+                let expected: BTreeSet<&InterfaceName> = set.iter().map(|l| &l.dev).collect();
+                let got: BTreeSet<&InterfaceName> = counted.devices.keys().collect();
+                proptest::prop_assert_eq!(got, expected);
+                proptest::prop_assert_eq!(counted.devices.values().sum::<usize>(), set.len());
+            }
+        }
+    }
 }
