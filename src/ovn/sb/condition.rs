@@ -66,6 +66,25 @@ pub fn chassis_condition(system_id: &str) -> MonitorCondition {
 pub trait SbConditionPolicy: Send + Sync {
     /// The clauses `model` calls for on the chassis named `chassis`.
     fn wanted(&self, model: &SbModel, chassis: &str) -> BTreeSet<ConditionClause>;
+
+    /// Whether `port` entering, changing or leaving the model can change what [`Self::wanted`]
+    /// calls for, given what it called for last (`wanted`), everything else unchanged. `true`
+    /// unless the policy knows better: the session asks again only after such a change (or a
+    /// Chassis row's, or the identity's), not after every event of a busy chassis.
+    fn port_may_change(&self, _port: &PortBinding, _wanted: &BTreeSet<ConditionClause>) -> bool {
+        true
+    }
+}
+
+/// [`SbConditionPolicy::port_may_change`] for the policies of this module, which read the ports
+/// bound to a chassis only when they are gateway ports (`chassisredirect`), the ports of a
+/// router's datapath only through their `options:peer`, and any other port only by name, each
+/// name they look up being one of their `PortNamed` clauses. A VM port, the usual event,
+/// changes none of that (property test below).
+fn read_by_these_policies(port: &PortBinding, wanted: &BTreeSet<ConditionClause>) -> bool {
+    port.port_type == CHASSISREDIRECT
+        || port.options.contains_key("peer")
+        || wanted.contains(&ConditionClause::PortNamed(port.logical_port.clone()))
 }
 
 /// The gateway id of a cr-lrp bound anywhere (`cr-lrp-<id>` of type chassisredirect).
@@ -111,6 +130,10 @@ impl SbConditionPolicy for LocalChassisPolicy {
         }
         want
     }
+
+    fn port_may_change(&self, port: &PortBinding, wanted: &BTreeSet<ConditionClause>) -> bool {
+        read_by_these_policies(port, wanted)
+    }
 }
 
 /// The router datapath of gateway `crlrp` and, through `options:peer`, its subnets' patch
@@ -155,6 +178,10 @@ impl SbConditionPolicy for AllGateways {
             }
         }
         want
+    }
+
+    fn port_may_change(&self, port: &PortBinding, wanted: &BTreeSet<ConditionClause>) -> bool {
+        read_by_these_policies(port, wanted)
     }
 }
 
@@ -260,6 +287,10 @@ impl SbConditionPolicy for EvpnGateways {
             want.insert(ConditionClause::Chassis(chassis));
         }
         want
+    }
+
+    fn port_may_change(&self, port: &PortBinding, wanted: &BTreeSet<ConditionClause>) -> bool {
+        read_by_these_policies(port, wanted)
     }
 }
 
@@ -495,5 +526,80 @@ mod tests {
             EvpnSettings::of(&no_as),
             EvpnSettings::Invalid(format!("{asn} is missing"))
         );
+    }
+
+    /// A random port of a small world (names, types, datapaths, chassis and peers drawn from
+    /// a few of each, so rows name, peer and shadow each other).
+    fn drawn_port(slot: u8, draw: [u8; 6]) -> PortBinding {
+        const NAMES: [&str; 8] = [
+            "cr-lrp-gw",
+            "gw",
+            "lrp-gw",
+            "lrp-sub",
+            "sub",
+            "vm1",
+            "cr-lrp-gw2",
+            "sub2",
+        ];
+        const TYPES: [&str; 5] = ["", "chassisredirect", "patch", "localnet", "virtual"];
+        const DPS: [&str; 4] = [ROUTER_DP, PROVIDER_DP, TENANT_DP, OTHER_ROUTER_DP];
+        let pick = |list: &[&'static str], d: u8| list[usize::from(d) % list.len()];
+        let mut p = port(
+            &format!("p{slot}"),
+            pick(&NAMES, draw[0]),
+            pick(&TYPES, draw[1]),
+            pick(&DPS, draw[2]),
+        );
+        p.chassis = [None, Some(CH.to_owned()), Some(OTHER_CH.to_owned())]
+            [usize::from(draw[3]) % 3]
+            .clone();
+        if !draw[4].is_multiple_of(3) {
+            p = with_peer(p, pick(&NAMES, draw[4] / 3));
+        }
+        if draw[5].is_multiple_of(2) {
+            p = with_evpn(p);
+        }
+        p
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+        /// A port none of whose versions (before and after) the policy says may change its
+        /// condition leaves what it wants as it was: what lets the session skip computing it
+        /// after such an event. For every policy of this module, over random worlds and
+        /// changes (a row inserted, changed, or deleted).
+        #[test]
+        fn a_port_said_not_to_matter_does_not_change_the_condition(
+            world in proptest::collection::vec((0u8..10, proptest::prelude::any::<[u8; 6]>()), 0..14),
+            slot in 0u8..10,
+            change in proptest::option::of(proptest::prelude::any::<[u8; 6]>()),
+        ) {
+            let mut m = SbModel::default();
+            m.upsert_chassis(CH.into(), "node1".into());
+            m.upsert_chassis(OTHER_CH.into(), "node2".into());
+            for (s, draw) in world {
+                m.upsert_port(drawn_port(s, draw));
+            }
+            let policies: [&dyn SbConditionPolicy; 4] = [
+                &LocalChassisPolicy { follow_tenant_networks: true },
+                &LocalChassisPolicy { follow_tenant_networks: false },
+                &AllGateways,
+                &EvpnGateways,
+            ];
+            for policy in policies {
+                let before = policy.wanted(&m, "node1");
+                let old = m.port(&format!("p{slot}")).cloned();
+                let mut after_model = m.clone();
+                let new = change.map(|d| drawn_port(slot, d));
+                match &new {
+                    Some(p) => after_model.upsert_port(p.clone()),
+                    None => after_model.remove_port(&format!("p{slot}")),
+                }
+                let matters = old.iter().chain(&new).any(|p| policy.port_may_change(p, &before));
+                if !matters {
+                    proptest::prop_assert_eq!(policy.wanted(&after_model, "node1"), before);
+                }
+            }
+        }
     }
 }

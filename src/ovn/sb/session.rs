@@ -10,11 +10,12 @@ use tracing::{debug, info, warn};
 
 use super::condition::{ConditionClause, SbConditionPolicy, chassis_condition, monitor_condition};
 use super::feed::{SbFeed, SbSchemaError, check_schema, monitor_spec};
-use super::model::SbModel;
+use super::model::{ChassisRow, PortBinding, SbModel};
 use crate::caps::ovsdb::{BatchKind, ChangeBatch, MonitorSpec, OvsdbClient, OvsdbError, TableSpec};
 use crate::config::AgentConfig;
 use crate::ovn::connect::{ConnectError, sb_client_config};
 use crate::ovn::identity::{ChassisIdentity, IdentityError};
+use crate::ovn::table::OvnTable;
 use crate::plugin::ChangeScope;
 
 /// How many condition rounds a start waits for: each round follows one more hop of
@@ -54,6 +55,11 @@ pub struct SbSession<P> {
     sb_events: UnboundedReceiver<ChangeBatch>,
     /// The Port_Binding condition last sent to the server.
     condition: BTreeSet<ConditionClause>,
+    /// Something the policy reads changed since the condition was last computed and sent
+    /// (a row the policy says may change it, a Chassis row, the identity, a full replica), or
+    /// the last send failed: the next settle computes it again. Most events (a VM port) do
+    /// not, and computing it walks every gateway's router (issue 17).
+    condition_stale: bool,
 }
 
 impl<P: SbConditionPolicy> SbSession<P> {
@@ -95,12 +101,14 @@ impl<P: SbConditionPolicy> SbSession<P> {
             sb,
             sb_events,
             condition,
+            condition_stale: true,
         };
         // The initial download, and the rows the first conditions pull in (gateway routers,
         // their subnets) before the first reconcile, so a start exposes everything at once.
         for _ in 0..START_CONDITION_ROUNDS {
             session.drain();
             let before = session.condition.clone();
+            session.condition_stale = true;
             session.update_condition().await?;
             if before == session.condition {
                 break;
@@ -141,12 +149,15 @@ impl<P: SbConditionPolicy> SbSession<P> {
                     if batch.kind != BatchKind::Update {
                         scope = ChangeScope::Full;
                     }
-                    self.feed.apply(&batch.changes);
+                    self.apply(&batch);
                 }
                 None => return Err(SbSessionError::SbStopped),
             },
             changed = self.identity_feed.changed() => match changed {
-                Ok(()) => self.identity = self.identity_feed.borrow_and_update().clone(),
+                Ok(()) => {
+                    self.identity = self.identity_feed.borrow_and_update().clone();
+                    self.condition_stale = true;
+                }
                 Err(_) => return Err(SbSessionError::OvsStopped),
             },
         }
@@ -178,21 +189,50 @@ impl<P: SbConditionPolicy> SbSession<P> {
             if batch.kind != BatchKind::Update {
                 scope = ChangeScope::Full;
             }
-            self.feed.apply(&batch.changes);
+            self.apply(batch);
         }
         if self.identity_feed.has_changed().unwrap_or(false) {
             self.identity = self.identity_feed.borrow_and_update().clone();
+            self.condition_stale = true;
         }
         scope
+    }
+
+    /// Apply a batch to the model, noting whether it touched what the condition is computed
+    /// from: a Port_Binding row the policy reads, as it was or as it is now, or a Chassis row.
+    fn apply(&mut self, batch: &ChangeBatch) {
+        let may_change = |session: &Self| {
+            batch.kind != BatchKind::Update
+                || batch.changes.iter().any(|c| match &*c.table {
+                    PortBinding::TABLE => session
+                        .feed
+                        .model
+                        .port(&c.uuid.to_string())
+                        .is_some_and(|p| session.policy.port_may_change(p, &session.condition)),
+                    ChassisRow::TABLE => true,
+                    _ => false,
+                })
+        };
+        if !self.condition_stale && may_change(self) {
+            self.condition_stale = true;
+        }
+        self.feed.apply(&batch.changes);
+        if !self.condition_stale && may_change(self) {
+            self.condition_stale = true;
+        }
     }
 
     /// Send a new Port_Binding condition when the model calls for one. The server answers with
     /// the rows that now match (or stop matching), which arrive as ordinary changes.
     async fn update_condition(&mut self) -> Result<(), SbSessionError> {
+        if !self.condition_stale {
+            return Ok(());
+        }
         let want = self
             .policy
             .wanted(&self.feed.model, &self.identity.system_id);
         if want == self.condition {
+            self.condition_stale = false;
             return Ok(());
         }
         debug!(
@@ -204,6 +244,7 @@ impl<P: SbConditionPolicy> SbSession<P> {
             .await
             .map_err(SbSessionError::Condition)?;
         self.condition = want;
+        self.condition_stale = false;
         Ok(())
     }
 }
