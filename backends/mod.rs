@@ -10,6 +10,10 @@ use async_trait::async_trait;
 use crate::exposure::ExposureSet;
 use crate::plugin::{ExposureBackend, PluginContext, PluginError, Rendered};
 
+// The delta renders' state, whose objects leave with their last producer: the underlay's (also
+// the `ovn` backend's kernel part) and the vrf backend's.
+#[cfg(any(feature = "underlay", feature = "ovn_cluster", feature = "vrf"))]
+pub(crate) mod counted;
 #[cfg(feature = "ovn_cluster")]
 pub mod ovn_cluster;
 // The `ovn` backend announces its IPs from bgp-nic with the underlay backend's kernel part.

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::merge::{Side, differences, keyed};
+use crate::backends::counted::CountedSystem;
 use crate::exposure::{ExposedIp, ExposedRoute, ExposedSubnet, ExposureSet, ip_changes};
 use crate::plugin::Rendered;
-use crate::system::DesiredSystem;
 
 use super::render::{
     Facts, ItemContext, Object, Sink, UnderlaySettings, render_base, render_ip, render_route,
@@ -93,41 +93,17 @@ struct State {
     base: Rendered,
     context: ItemContext,
     exposures: Arc<ExposureSet>,
-    system: DesiredSystem,
-    /// Producers of an object beyond the first (absent: one producer).
-    extra: BTreeMap<Object, u32>,
+    /// The base's objects and the exposures'.
+    counted: CountedSystem<Object>,
     /// The skips of the exposures that have some.
     skips: BTreeMap<ItemKey, Vec<(String, String)>>,
 }
 
 impl State {
-    /// One more producer of `object`.
-    fn count_in(&mut self, object: Object) {
-        // A copy is kept to count a second producer: objects are small and own no heap memory
-        // (interface names are inline).
-        let copy = object.clone();
-        if !object.insert_into(&mut self.system) {
-            *self.extra.entry(copy).or_insert(0) += 1;
-        }
-    }
-
-    /// One producer less of `object`: it leaves with its last one.
-    fn count_out(&mut self, object: Object) {
-        match self.extra.get_mut(&object) {
-            Some(1) => {
-                self.extra.remove(&object);
-            }
-            Some(n) => *n -= 1,
-            None => {
-                object.remove_from(&mut self.system);
-            }
-        }
-    }
-
     fn put_in(&mut self, settings: &UnderlaySettings, item: Item<'_>) {
         let recorded = item.render(settings, &self.context);
-        for object in recorded.objects {
-            self.count_in(object);
+        for object in &recorded.objects {
+            self.counted.count_in(object);
         }
         if !recorded.skips.is_empty() {
             self.skips.insert(item.key(), recorded.skips);
@@ -137,8 +113,8 @@ impl State {
     /// Take out what `item` put in: rendered again, the same objects (the rendering is pure
     /// and its context unchanged).
     fn take_out(&mut self, settings: &UnderlaySettings, item: Item<'_>) {
-        for object in item.render(settings, &self.context).objects {
-            self.count_out(object);
+        for object in &item.render(settings, &self.context).objects {
+            self.counted.count_out(object);
         }
         self.skips.remove(&item.key());
     }
@@ -191,7 +167,7 @@ impl IncrementalRender {
         }
         let state = self.state.as_ref().expect("set above");
         let mut out = Rendered {
-            system: state.system.clone(),
+            system: state.counted.system().clone(),
             ..Rendered::default()
         };
         for (row, reason) in state.base.skipped.iter().map(|s| (&s.row, &s.reason)) {
@@ -224,39 +200,16 @@ fn from_scratch(
     context: ItemContext,
     exposures: &Arc<ExposureSet>,
 ) -> State {
-    // The base's links, sysctls, flows and ownership as they are; its objects are counted like
-    // an exposure's, as an exposure may render one of them.
-    let mut objects = Vec::new();
-    let b = &base.system;
-    objects.extend(b.addresses.iter().cloned().map(Object::Address));
-    objects.extend(b.rules.iter().cloned().map(Object::Rule));
-    objects.extend(b.routes.iter().cloned().map(Object::Route));
-    objects.extend(b.neighbours.iter().cloned().map(Object::Neighbour));
-    objects.extend(
-        b.proxy_neighbours
-            .iter()
-            .cloned()
-            .map(Object::ProxyNeighbour),
-    );
-    let system = DesiredSystem {
-        addresses: Default::default(),
-        rules: Default::default(),
-        routes: Default::default(),
-        neighbours: Default::default(),
-        proxy_neighbours: Default::default(),
-        ..b.clone()
-    };
+    // The base's objects each count as one producer that stays while the state lives (a base
+    // that changes renders everything again): an exposure that renders one of them too and
+    // goes leaves it in place.
     let mut state = State {
-        system,
+        counted: CountedSystem::new(base.system.clone()),
         base,
         context,
         exposures: exposures.clone(),
-        extra: BTreeMap::new(),
         skips: BTreeMap::new(),
     };
-    for object in objects {
-        state.count_in(object);
-    }
     for item in items(exposures) {
         state.put_in(settings, item);
     }

@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
+use crate::backends::counted::SystemObject;
 use crate::exposure::{
     BridgeWiring, ExposedIp, ExposedRoute, ExposedSubnet, ExposureSet, ProviderNetwork,
     RealisationNeed, ScopeId,
@@ -147,9 +148,8 @@ pub(crate) enum Object {
     ProxyNeighbour(ProxyNeighbourSpec),
 }
 
-impl Object {
-    /// Insert into `system`; false when it was there already.
-    pub(crate) fn insert_into(self, system: &mut DesiredSystem) -> bool {
+impl SystemObject for Object {
+    fn insert_into(self, system: &mut DesiredSystem) -> bool {
         match self {
             Object::Address(o) => system.addresses.insert(o).is_none(),
             Object::Rule(o) => system.rules.insert(o).is_none(),
@@ -159,7 +159,7 @@ impl Object {
         }
     }
 
-    pub(crate) fn remove_from(&self, system: &mut DesiredSystem) -> bool {
+    fn remove_from(&self, system: &mut DesiredSystem) -> bool {
         match self {
             Object::Address(o) => system.addresses.remove(o).is_some(),
             Object::Rule(o) => system.rules.remove(o).is_some(),

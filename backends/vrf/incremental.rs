@@ -31,6 +31,7 @@ use super::render::{
     Facts, FrameInputs, FramePass, IpObject, IpSink, ScopeFrame, VrfSettings, frame_pass, merge,
     render_base, render_global_skip, render_ip, render_retained,
 };
+use crate::backends::counted::{CountedSystem, SystemObject};
 use crate::caps::frr::values::Vni;
 use crate::exposure::BridgeWiring;
 use crate::exposure::{ExposedIp, ExposureSet, IpMap, ScopeId, ip_changes};
@@ -62,12 +63,10 @@ struct State {
     /// realised, its IPs render nothing).
     frames: BTreeMap<Vni, Option<ScopeFrame>>,
     /// The IPs' objects only.
-    system: DesiredSystem,
-    /// Producers of an object beyond the first (absent: one producer).
-    extra: BTreeMap<IpObject, u32>,
+    counted: CountedSystem<IpObject>,
     /// The reports of the IPs that have one, in a full render's order.
     skips: BTreeMap<(Vni, IpAddr), (String, &'static str)>,
-    /// What the last update put in `system` (`true`) or took out of it.
+    /// What the last update put in `counted` (`true`) or took out of it.
     transitions: Vec<(IpObject, bool)>,
     /// IPs the last update rendered (a changed one counts once).
     last_rendered: usize,
@@ -78,8 +77,7 @@ impl State {
         Self {
             exposures: Arc::new(ExposureSet::default()),
             frames: BTreeMap::new(),
-            system: DesiredSystem::default(),
-            extra: BTreeMap::new(),
+            counted: CountedSystem::new(DesiredSystem::default()),
             skips: BTreeMap::new(),
             transitions: Vec::new(),
             last_rendered: 0,
@@ -90,12 +88,8 @@ impl State {
         let mut r = Recorded::default();
         render_ip(frame, ip, &mut r);
         for object in r.objects {
-            // A copy is kept to count a second producer, or to tell the output it came.
-            let copy = object.clone();
-            if object.insert_into(&mut self.system) {
-                self.transitions.push((copy, true));
-            } else {
-                *self.extra.entry(copy).or_insert(0) += 1;
+            if self.counted.count_in(&object) {
+                self.transitions.push((object, true));
             }
         }
         if let Some(skip) = r.skip {
@@ -107,15 +101,8 @@ impl State {
         let mut r = Recorded::default();
         render_ip(frame, ip, &mut r);
         for object in r.objects {
-            match self.extra.get_mut(&object) {
-                Some(1) => {
-                    self.extra.remove(&object);
-                }
-                Some(n) => *n -= 1,
-                None => {
-                    object.remove_from(&mut self.system);
-                    self.transitions.push((object, false));
-                }
+            if self.counted.count_out(&object) {
+                self.transitions.push((object, false));
             }
         }
         self.skips.remove(&(frame.vni, ip.ip));
@@ -289,7 +276,7 @@ impl IncrementalRender {
                 let part = frames_part(settings, facts, exposures, &self.frames);
                 // The IPs' objects are most of the state: the frames' few are added to a copy
                 // of them (which shares their trees), not the other way round.
-                let mut output = state.system.clone();
+                let mut output = state.counted.system().clone();
                 merge(&mut output, part.system.clone());
                 self.frames_part = Some(part);
                 output

@@ -25,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv6Net};
 
+use crate::backends::counted::SystemObject;
 use crate::caps::frr::objects::FrrObject;
 use crate::caps::frr::templates::{AddVrf, ConfigureNd};
 use crate::caps::frr::values::{RouteDistinguisher, Vni};
@@ -402,18 +403,6 @@ pub(super) enum IpObject {
 }
 
 impl IpObject {
-    /// Insert into `d`; false when it was there already.
-    pub(super) fn insert_into(self, d: &mut DesiredSystem) -> bool {
-        match self {
-            IpObject::Address(o) => d.addresses.insert(o).is_none(),
-            IpObject::LocalRoute(o) => d.suppressed_local_routes.insert(o).is_none(),
-            IpObject::Route(o) => d.routes.insert(o).is_none(),
-            IpObject::Neighbour(o) => d.neighbours.insert(o).is_none(),
-            IpObject::ProxyNeighbour(o) => d.proxy_neighbours.insert(o).is_none(),
-            IpObject::NeighbourDevice(o) => d.ownership.neighbour_devices.insert(o),
-        }
-    }
-
     /// Whether `d` has it.
     pub(super) fn is_in(&self, d: &DesiredSystem) -> bool {
         match self {
@@ -425,27 +414,28 @@ impl IpObject {
             IpObject::NeighbourDevice(o) => d.ownership.neighbour_devices.contains(o),
         }
     }
+}
 
-    pub(super) fn remove_from(&self, d: &mut DesiredSystem) {
+impl SystemObject for IpObject {
+    fn insert_into(self, d: &mut DesiredSystem) -> bool {
         match self {
-            IpObject::Address(o) => {
-                d.addresses.remove(o);
-            }
-            IpObject::LocalRoute(o) => {
-                d.suppressed_local_routes.remove(o);
-            }
-            IpObject::Route(o) => {
-                d.routes.remove(o);
-            }
-            IpObject::Neighbour(o) => {
-                d.neighbours.remove(o);
-            }
-            IpObject::ProxyNeighbour(o) => {
-                d.proxy_neighbours.remove(o);
-            }
-            IpObject::NeighbourDevice(o) => {
-                d.ownership.neighbour_devices.remove(o);
-            }
+            IpObject::Address(o) => d.addresses.insert(o).is_none(),
+            IpObject::LocalRoute(o) => d.suppressed_local_routes.insert(o).is_none(),
+            IpObject::Route(o) => d.routes.insert(o).is_none(),
+            IpObject::Neighbour(o) => d.neighbours.insert(o).is_none(),
+            IpObject::ProxyNeighbour(o) => d.proxy_neighbours.insert(o).is_none(),
+            IpObject::NeighbourDevice(o) => d.ownership.neighbour_devices.insert(o),
+        }
+    }
+
+    fn remove_from(&self, d: &mut DesiredSystem) -> bool {
+        match self {
+            IpObject::Address(o) => d.addresses.remove(o).is_some(),
+            IpObject::LocalRoute(o) => d.suppressed_local_routes.remove(o).is_some(),
+            IpObject::Route(o) => d.routes.remove(o).is_some(),
+            IpObject::Neighbour(o) => d.neighbours.remove(o).is_some(),
+            IpObject::ProxyNeighbour(o) => d.proxy_neighbours.remove(o).is_some(),
+            IpObject::NeighbourDevice(o) => d.ownership.neighbour_devices.remove(o),
         }
     }
 }
