@@ -72,7 +72,7 @@ pub enum ExposureKind {
 }
 
 /// One IP this chassis must announce.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ExposedIp {
     pub ip: IpAddr,
     pub kind: ExposureKind,
@@ -345,6 +345,10 @@ pub struct ExposureScope {
     /// equal to a floating IP); not part of what is exposed.
     #[serde(skip)]
     pub shadowed: Vec<Arc<ExposedIp>>,
+    /// Record shadows with [`ExposureScope::expose_ip`], which keeps this index.
+    #[serde(skip)]
+    #[doc(hidden)]
+    pub shadow_index: ListIndex,
 }
 
 impl ExposureScope {
@@ -357,12 +361,22 @@ impl ExposureScope {
                 self.ips.insert(exposed.ip, exposed);
             }
             Some(first) if first.kind != exposed.kind || first.source != exposed.source => {
-                if !self.shadowed.contains(&exposed) {
-                    self.shadowed.push(exposed);
-                }
+                self.shadow(exposed);
             }
             Some(_) => {}
         }
+    }
+
+    /// Record a later producer of an IP, once (by value, as `shadowed.contains`), in the order
+    /// of production.
+    fn shadow(&mut self, exposed: Arc<ExposedIp>) {
+        self.shadow_index.record(&mut self.shadowed, exposed);
+    }
+
+    /// The shadowed producers, taken with their index (which would only take memory).
+    pub(crate) fn take_shadowed(&mut self) -> Vec<Arc<ExposedIp>> {
+        self.shadow_index = ListIndex::default();
+        std::mem::take(&mut self.shadowed)
     }
 
     /// Add a route; the first producer of a prefix wins.
@@ -415,32 +429,53 @@ pub struct SkippedRow {
     pub reason: String,
 }
 
-/// An index of the rows in a skip list, so that recording each skipped row once costs linear
-/// time, not quadratic: a flood of hostile rows (10k bad rows are 10k skips) must not cost a
-/// second per reconcile. It holds hashes only; a hash seen before is confirmed against the list
-/// (duplicates and collisions are rare). Derived data: not serialized, ignored by equality,
-/// rebuilt when the list was changed without it (deserialized, or pushed to directly).
+/// An index of a list whose items are recorded once each, in the order they first come (the
+/// skipped rows, a scope's shadowed producers), so that recording costs constant time, not a
+/// search of the list: a flood of hostile rows (10k bad rows are 10k skips) or of shadowed IPs
+/// (overlapping tenant networks) must not cost a second per reconcile. It holds each item's
+/// hash with the position of the first item of that hash: an item whose hash was seen is
+/// compared with that one, and with the whole list only when they differ (two items of one
+/// hash: rare). Derived data: not serialized, ignored by equality, rebuilt when the list was
+/// changed without it (deserialized, taken, or pushed to directly), which its length tells.
 #[derive(Debug, Clone, Default)]
-pub struct SkipIndex(std::collections::HashSet<u64>);
+pub struct ListIndex {
+    /// The list's length when the index last followed it.
+    len: usize,
+    /// An item's hash, and where the first item of that hash is in the list.
+    first: crate::hash::HashMap<u64, usize>,
+}
 
-impl PartialEq for SkipIndex {
+impl PartialEq for ListIndex {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
-impl Eq for SkipIndex {}
+impl Eq for ListIndex {}
 
-impl SkipIndex {
-    /// Push `row` onto `list` unless it is there already.
-    pub fn record(&mut self, list: &mut Vec<SkippedRow>, row: SkippedRow) {
+impl ListIndex {
+    /// Push `item` onto `list` unless it is there already (by `==`, as `list.contains`).
+    pub(crate) fn record<T: std::hash::Hash + PartialEq>(&mut self, list: &mut Vec<T>, item: T) {
         use std::hash::BuildHasher;
-        let hash = |r: &SkippedRow| foldhash::fast::FixedState::with_seed(0).hash_one(r);
-        if self.0.len() != list.len() {
-            self.0 = list.iter().map(hash).collect();
+        let hash = |x: &T| foldhash::fast::FixedState::with_seed(0).hash_one(x);
+        if self.len != list.len() {
+            self.first.clear();
+            for (at, x) in list.iter().enumerate() {
+                self.first.entry(hash(x)).or_insert(at);
+            }
         }
-        if self.0.insert(hash(&row)) || !list.contains(&row) {
-            list.push(row);
+        let new = match self.first.entry(hash(&item)) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(list.len());
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(o) => {
+                list.get(*o.get()) != Some(&item) && !list.contains(&item)
+            }
+        };
+        if new {
+            list.push(item);
         }
+        self.len = list.len();
     }
 }
 
@@ -459,7 +494,7 @@ pub struct ExposureSet {
     /// Record skipped rows with [`ExposureSet::skip`], which keeps this index.
     #[serde(skip)]
     #[doc(hidden)]
-    pub skip_index: SkipIndex,
+    pub skip_index: ListIndex,
 }
 
 impl Default for ExposureSet {
@@ -470,7 +505,7 @@ impl Default for ExposureSet {
             bridges: BTreeMap::new(),
             needs: BTreeSet::new(),
             skipped: Vec::new(),
-            skip_index: SkipIndex::default(),
+            skip_index: ListIndex::default(),
         }
     }
 }
@@ -613,5 +648,102 @@ mod tests {
         assert_eq!(scope.ips[&ip].kind, ExposureKind::TenantPort);
         assert_eq!(scope.shadowed.len(), 1);
         assert_eq!(scope.shadowed[0].kind, ExposureKind::FloatingIp);
+    }
+
+    #[test]
+    fn many_shadows_are_recorded_once_each_in_the_order_of_production() {
+        // Overlapping tenant networks: every IP claimed again by several producers, some of
+        // them more than once (an equal value in a new allocation, or the same one again).
+        let ip = |i: u32| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+        let first =
+            |i: u32| ExposedIp::announced(ip(i), ExposureKind::TenantPort, format!("vm-{i}"));
+        let mut scope = ExposureScope::default();
+        for i in 0..2_000 {
+            scope.expose_ip(first(i));
+        }
+        // Each later producer, and whether it is of another kind or source than the first.
+        let mut produced: Vec<(Arc<ExposedIp>, bool)> = Vec::new();
+        for round in 0..4u32 {
+            for i in 0..2_000 {
+                let later = match (round + i) % 5 {
+                    0 => ExposedIp::announced(ip(i), ExposureKind::FloatingIp, format!("fip-{i}")),
+                    1 => ExposedIp::announced(
+                        ip(i),
+                        ExposureKind::TenantPort,
+                        format!("vm-{}", i % 7),
+                    ),
+                    // The first producer again: not a shadow.
+                    2 => first(i),
+                    // The same kind and source as a shadow, another value: a shadow of its own.
+                    3 => ExposedIp {
+                        via: Some(ip(i + 1)),
+                        ..ExposedIp::announced(ip(i), ExposureKind::FloatingIp, format!("fip-{i}"))
+                    },
+                    _ => match produced.last() {
+                        Some((last, _)) => (**last).clone(),
+                        None => first(i),
+                    },
+                };
+                let winner = &scope.ips[&later.ip];
+                let shadow = winner.kind != later.kind || winner.source != later.source;
+                let later = Arc::new(later);
+                scope.expose_ip(later.clone());
+                if round == 3 && i % 2 == 0 {
+                    // The very same allocation again.
+                    scope.expose_ip(later.clone());
+                }
+                produced.push((later, shadow));
+            }
+        }
+        // What the search of the list gave: each later producer of another kind or source,
+        // the first time it comes.
+        let mut want: Vec<Arc<ExposedIp>> = Vec::new();
+        for (e, shadow) in produced {
+            if shadow && !want.contains(&e) {
+                want.push(e);
+            }
+        }
+        assert!(want.len() > 4_000, "many shadows: {}", want.len());
+        assert_eq!(scope.shadowed, want);
+
+        // Changed without the index: rebuilt, so a shadow is still recorded once.
+        let again = want[10].clone();
+        scope.shadowed.push(Arc::new(ExposedIp::announced(
+            ip(0),
+            ExposureKind::LoadBalancerVip,
+            "lb",
+        )));
+        scope.expose_ip(ExposedIp::announced(
+            ip(0),
+            ExposureKind::LoadBalancerVip,
+            "lb",
+        ));
+        scope.expose_ip((*again).clone());
+        assert_eq!(scope.shadowed.len(), want.len() + 1);
+        // The index is not part of the value.
+        let mut without = scope.clone();
+        without.shadow_index = ListIndex::default();
+        assert_eq!(without, scope);
+        // Taken (by the policy stage): recorded anew.
+        assert_eq!(scope.take_shadowed().len(), want.len() + 1);
+        scope.expose_ip((*again).clone());
+        scope.expose_ip((*again).clone());
+        assert_eq!(scope.shadowed, vec![again]);
+    }
+
+    #[test]
+    fn items_of_one_hash_are_told_apart() {
+        /// Every value hashes alike: the index must compare them.
+        #[derive(Debug, PartialEq)]
+        struct Colliding(u32);
+        impl std::hash::Hash for Colliding {
+            fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+        }
+        let mut index = ListIndex::default();
+        let mut list = Vec::new();
+        for n in [3, 1, 3, 2, 1, 4, 2] {
+            index.record(&mut list, Colliding(n));
+        }
+        assert_eq!(list, [3, 1, 2, 4].map(Colliding));
     }
 }

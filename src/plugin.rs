@@ -122,7 +122,7 @@ pub struct Rendered {
     pub skipped: Vec<SkippedRow>,
     /// Record skipped items with [`Rendered::skip`], which keeps this index.
     #[doc(hidden)]
-    pub skip_index: crate::exposure::SkipIndex,
+    pub skip_index: crate::exposure::ListIndex,
 }
 
 impl Rendered {

@@ -249,7 +249,7 @@ fn judge_ips(ctx: &PolicyContext, scope: ScopeId, input: &IpMap, last: Option<La
 /// (announcing the tenant's /32 would steal the floating IP's traffic), the tenant IP is
 /// reported. Other shadowed producers are duplicates of a kind the first producer covers.
 fn resolve_shadowed(scope: &mut crate::exposure::ExposureScope, skipped: &mut Vec<SkippedRow>) {
-    let shadowed = std::mem::take(&mut scope.shadowed);
+    let shadowed = scope.take_shadowed();
     for later in shadowed {
         let Some(first) = scope.ips.get(&later.ip) else {
             continue;

@@ -175,25 +175,10 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
                 out.scope_mut(*scope).ips = ips.clone();
             }
         }
-        // Each shadow once: grouped by scope, IP and source (equal exposures share them), so
-        // many shadows (overlapping tenant networks) cost one pass, not a search of the
-        // list for each.
-        let mut groups: HashMap<(ScopeId, IpAddr, Arc<str>), Vec<Arc<ExposedIp>>> =
-            HashMap::default();
-        for (scope, content) in &out.scopes {
-            for e in &content.shadowed {
-                groups
-                    .entry((*scope, e.ip, e.source.clone()))
-                    .or_default()
-                    .push(e.clone());
-            }
-        }
+        // Each shadow once, as exposing one by one records them (through the scope's index:
+        // many shadows, from overlapping tenant networks, cost no search of the list each).
         for (scope, e) in self.shadows.values() {
-            let group = groups.entry((*scope, e.ip, e.source.clone())).or_default();
-            if !group.iter().any(|g| Arc::ptr_eq(g, e) || **g == **e) {
-                group.push(e.clone());
-                out.scope_mut(*scope).shadowed.push(e.clone());
-            }
+            out.scope_mut(*scope).shadow(e.clone());
         }
     }
 
