@@ -35,15 +35,20 @@
 //! as a unit that records every model lookup it makes with the lookup's generation
 //! ([`ModelKey`]); `ExposureCache` keeps the results and recomputes one only when a generation
 //! it read has changed, so on a gateway with tens of thousands of VMs behind it, binding one VM
-//! lists the VMs of that VM's subnet again, not every subnet's. A gateway's result is what it
-//! asks for whatever the other gateways ask (its VNI, AS and provider network, its IPs and
-//! subnets); which gateway gets a contested VNI is decided on every call, in the roots' order,
-//! and a refused gateway is left out of the layout, so it comes back in full when the claim
-//! before it goes. The results are laid out in a fresh computation's order, so "the first
+//! lists the VMs of that VM's subnet again, not every subnet's; and that listing takes over the
+//! part of the last one of each port whose row is the same (the model stamps each version of a
+//! row, [`SbModel::port_stamps_on_datapath`]): only the VM that changed is read, the others
+//! keep their exposures' allocations, and the layout ([`IpLayout`]) re-decides only the IPs
+//! between the common prefix and suffix of the old and new listing. A gateway's result is
+//! what it asks for whatever the other gateways ask (its VNI, AS and provider network, its IPs
+//! and subnets); which gateway gets a contested VNI is decided on every call, in the roots'
+//! order, and a refused gateway is left out of the layout, so it comes back in full when the
+//! claim before it goes. The results are laid out in a fresh computation's order, so "the first
 //! gateway claims the VNI" and "the first producer of an IP wins" give the same answers:
 //! [`compute`] is the cache started empty.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -136,8 +141,24 @@ struct Listing {
     read: ReadSet<ModelKey>,
     ips: Vec<Arc<ExposedIp>>,
     skips: Vec<Skip>,
+    /// What each port of the datapath gave, in the order of production: the next listing of
+    /// the same datapath and network takes a port's part over, the same allocations, while its
+    /// row is the same ([`SbModel::port_stamps_on_datapath`]).
+    ports: Vec<Listed>,
     /// Tells this result from the one that replaces it ([`IpLayout`]).
     version: u64,
+}
+
+/// A port's part of a [`Listing`] (none when it is not a VM bound somewhere), with its name
+/// (the exposures' source, shared by them) and the stamp of the row it was computed from: the
+/// row of the same stamp gives the same part.
+#[derive(Debug)]
+struct Listed {
+    name: Arc<str>,
+    stamp: u64,
+    /// Its IPs inside the subnet, a range of [`Listing::ips`]; or why it was skipped, an index
+    /// in [`Listing::skips`].
+    gave: Result<Range<usize>, usize>,
 }
 
 impl Subnet {
@@ -310,6 +331,7 @@ pub struct ExposureCache {
     /// The roots' IPs as last laid out.
     layout: IpLayout<OwnedOrder>,
     last: CacheStats,
+    last_rows_read: usize,
 }
 
 impl ExposureCache {
@@ -323,6 +345,7 @@ impl ExposureCache {
         // The bridges' ARP/NDP wiring, and the localnet patch ports the redirect flows match on.
         let (mappings, mut out) = BridgeMappings::wired(&identity.bridge_mappings, model);
         let mut stats = CacheStats::default();
+        let mut rows_read = 0;
         let mut claims = BTreeMap::new();
         // Every gateway current, its claim decided and, when it has its VNI, its subnets
         // listed; in the roots' order (which gateway claims a contested VNI first does not
@@ -358,6 +381,8 @@ impl ExposureCache {
                                 ask.vni,
                                 &subnet.datapath,
                                 subnet.exposed.router_ip.trunc(),
+                                subnet.listing.take(),
+                                &mut rows_read,
                             ));
                         }
                     }
@@ -429,6 +454,7 @@ impl ExposureCache {
             self.gateways.retain(|u, _| here.contains(u));
         }
         self.last = stats;
+        self.last_rows_read = rows_read;
         out
     }
 
@@ -436,6 +462,13 @@ impl ExposureCache {
     /// that have their VNI, and how many were recomputed.
     pub fn last_stats(&self) -> CacheStats {
         self.last
+    }
+
+    /// How many port rows the subnets listed again by the last [`ExposureCache::compute`]
+    /// looked at (a VM's addresses parsed), the others' parts taken over from the listing
+    /// before.
+    pub fn last_rows_read(&self) -> usize {
+        self.last_rows_read
     }
 }
 
@@ -630,37 +663,87 @@ impl<'a> Reader<'a> {
     }
 
     /// The addresses inside `network` of the VMs bound on `datapath` (a subnet's sub-root).
-    fn listing(mut self, vni: Vni, datapath: &str, network: IpNet) -> Listing {
-        let mut ips = Vec::new();
+    /// A port's part of `previous` (a listing of the same datapath and network) is taken over
+    /// while the port's row is the same (by its stamp: the row is not even looked up), so its
+    /// exposures are the same allocations and the layout re-decides only the ports that
+    /// changed. `read` counts the rows looked at.
+    fn listing(
+        mut self,
+        vni: Vni,
+        datapath: &str,
+        network: IpNet,
+        previous: Option<Listing>,
+        read: &mut usize,
+    ) -> Listing {
+        let previous = previous.filter(|p| p.of.1 == datapath && p.of.2 == network);
+        let (old_ips, old_skips, old_ports) = previous
+            .map(|p| (p.ips, p.skips, p.ports))
+            .unwrap_or_default();
+        let mut ips = Vec::with_capacity(old_ips.len() + 2);
         let mut skips = Vec::new();
-        for port in self.0.ports_on_datapath(datapath) {
-            if !matches!(port.port_type.as_str(), "" | "virtual") || port.chassis.is_none() {
+        let mut ports = Vec::with_capacity(old_ports.len() + 1);
+        // The old parts, in the ports' order (by name): one walk.
+        let mut old_ports = old_ports.into_iter().peekable();
+        let model = self.0.model();
+        for (name, uuid, stamp) in self.0.port_stamps_on_datapath(datapath) {
+            // Those before this name (and not this row) are gone.
+            while old_ports
+                .next_if(|o| o.stamp != stamp && *o.name < *name)
+                .is_some()
+            {}
+            if let Some(mut kept) = old_ports.next_if(|o| o.stamp == stamp) {
+                kept.gave = match kept.gave {
+                    Ok(range) => {
+                        let start = ips.len();
+                        ips.extend_from_slice(&old_ips[range]);
+                        Ok(start..ips.len())
+                    }
+                    Err(i) => {
+                        skips.push(old_skips[i].clone());
+                        Err(skips.len() - 1)
+                    }
+                };
+                ports.push(kept);
                 continue;
             }
-            let port_ips = match vm_port_ips(port) {
-                Ok(Some(ips)) => ips,
-                Ok(None) => continue,
-                Err(e) => {
+            // A row of the datapath: any change to it moves the generation read above.
+            *read += 1;
+            let Some(port) = model.port(uuid) else {
+                continue;
+            };
+            let name: Arc<str> = name.into();
+            let start = ips.len();
+            // Not a VM bound somewhere: nothing, until its row changes.
+            let vm = matches!(port.port_type.as_str(), "" | "virtual") && port.chassis.is_some();
+            let gave = match vm.then(|| vm_port_ips(port)) {
+                None => Ok(start..start),
+                Some(Ok(port_ips)) => {
+                    for ip in port_ips
+                        .into_iter()
+                        .flatten()
+                        .filter(|ip| network.contains(&ip.addr()))
+                    {
+                        ips.push(Arc::new(ExposedIp::announced(
+                            ip.addr(),
+                            ExposureKind::TenantPort,
+                            name.clone(),
+                        )));
+                    }
+                    Ok(start..ips.len())
+                }
+                Some(Err(e)) => {
                     skips.push(skip(port, e));
-                    continue;
+                    Err(skips.len() - 1)
                 }
             };
-            for ip in port_ips
-                .into_iter()
-                .filter(|ip| network.contains(&ip.addr()))
-            {
-                ips.push(Arc::new(ExposedIp::announced(
-                    ip.addr(),
-                    ExposureKind::TenantPort,
-                    port.logical_port.as_str(),
-                )));
-            }
+            ports.push(Listed { name, stamp, gave });
         }
         Listing {
             of: (vni, datapath.to_owned(), network),
             read: self.0.finish(),
             ips,
             skips,
+            ports,
             version: next_version(),
         }
     }
@@ -1379,6 +1462,98 @@ pub(super) mod tests {
                     prop_assert_eq!(cached, fresh, "after step {}: {:?}", i, s);
                 }
             }
+        }
+
+        /// The exposures of each listed subnet of the gateway, in order.
+        fn listed(cache: &ExposureCache) -> Vec<Vec<Arc<ExposedIp>>> {
+            let Gateway::Asks(ask) = &cache.gateways["uuid-cr-lrp-gw"].gateway else {
+                panic!("cr-lrp-gw asks for nothing");
+            };
+            ask.subnets
+                .iter()
+                .map(|s| s.listing.as_ref().unwrap().ips.clone())
+                .collect()
+        }
+
+        /// A VM bound on a subnet of 200 (both families: two listings of one datapath): each
+        /// listing reads that VM's row only and takes the others' parts over, the same
+        /// allocations in the order a listing from scratch gives, so the layout decides that
+        /// VM's two IPs only. Readdressing a VM, or renaming it, is that VM again; a VM that
+        /// goes reads nothing.
+        #[test]
+        fn one_vm_of_a_large_subnet_reuses_the_others() {
+            let mut m = model();
+            for v in 0..200 {
+                m.upsert_port(bound(
+                    port(
+                        &format!("vm-{v:03}"),
+                        "",
+                        TENANT_DP,
+                        &format!("fa:16:3e:01:00:{v:02x} 10.0.0.{} fd00::1:{v:x}", 20 + v),
+                    ),
+                    OTHER_CH,
+                ));
+            }
+            let mut cache = ExposureCache::default();
+            cache.compute(&m, &node1());
+            // Every row of the datapath (sub, vm1, vm-outside, vm-unbound, vip and the 200), in
+            // each listing.
+            assert_eq!(cache.last_rows_read(), 2 * 205);
+
+            let mut event = |m: &SbModel, read: usize, decided: usize| {
+                let before = listed(&cache);
+                let set = cache.compute(m, &node1());
+                assert_eq!(set, compute(m, &node1()));
+                assert_eq!(cache.last_stats().recomputed, 2);
+                assert_eq!(cache.last_rows_read(), read);
+                assert_eq!(cache.layout.stats().ips_decided, decided);
+                let Gateway::Asks(ask) = &cache.gateways["uuid-cr-lrp-gw"].gateway else {
+                    unreachable!()
+                };
+                for (subnet, (before, after)) in
+                    ask.subnets.iter().zip(before.iter().zip(listed(&cache)))
+                {
+                    let scratch = Reader::new(m).listing(
+                        ask.vni,
+                        &subnet.datapath,
+                        subnet.exposed.router_ip.trunc(),
+                        None,
+                        &mut 0,
+                    );
+                    assert_eq!(after, scratch.ips);
+                    assert_eq!(subnet.listing.as_ref().unwrap().skips, scratch.skips);
+                    let new = after
+                        .iter()
+                        .filter(|a| !before.iter().any(|b| Arc::ptr_eq(a, b)))
+                        .count();
+                    assert_eq!(new, read / 2);
+                }
+            };
+            m.upsert_port(bound(
+                port(
+                    "vm-1005",
+                    "",
+                    TENANT_DP,
+                    "fa:16:3e:02:00:01 10.0.0.250 fd00::2:1",
+                ),
+                OTHER_CH,
+            ));
+            event(&m, 2, 2);
+            with(&mut m, "vm-050", |p| {
+                p.mac = vec!["fa:16:3e:01:00:32 10.0.0.251 fd00::1:32".into()]
+            });
+            // The IPv6 address is the same: a new allocation, equal, not decided again.
+            event(&m, 2, 2);
+            with(&mut m, "vm-060", |p| {
+                p.logical_port = "vm-060-renamed".into()
+            });
+            event(&m, 2, 2);
+            m.remove_port("uuid-vm-070");
+            event(&m, 0, 2);
+            // A column the listing does not use: the row is read again, its exposures are
+            // new allocations, equal, and nothing is decided.
+            with(&mut m, "vm-080", |p| p.up = Some(true));
+            event(&m, 2, 0);
         }
 
         /// The test model with a second subnet, IPv4 only, on its own switch.

@@ -5,6 +5,7 @@
 //! O(what is local), never a scan of the cloud-wide Port_Binding table.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::hash::HashMap;
 use crate::ovn::generations::Generations;
@@ -90,6 +91,17 @@ fn index_remove<T: Ord>(index: &mut HashMap<String, BTreeSet<T>>, key: &str, ite
 /// Ports of an index entry, by logical port name, then uuid.
 type PortSet = BTreeSet<(String, Uuid)>;
 
+/// The ports of a datapath, as [`PortSet`], each with its row's stamp
+/// ([`SbModel::port_stamps_on_datapath`]).
+type StampedPortSet = BTreeMap<(String, Uuid), u64>;
+
+/// A fresh stamp for a row as upserted: unique in the process (not only in one model, so a
+/// stamp read from one model is never mistaken for a row of another, a clone's included).
+fn next_row_stamp() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 fn port_key(port: &PortBinding) -> (String, Uuid) {
     (port.logical_port.clone(), port.uuid.clone())
 }
@@ -156,6 +168,16 @@ impl<'a> RecordedLookups<'a> {
         self.model.ports_on_datapath(datapath)
     }
 
+    /// [`SbModel::port_stamps_on_datapath`], recorded as [`Self::ports_on_datapath`].
+    #[cfg(feature = "evpn")]
+    pub(crate) fn port_stamps_on_datapath(
+        &mut self,
+        datapath: &str,
+    ) -> impl Iterator<Item = (&'a str, &'a Uuid, u64)> + use<'a> {
+        self.read(ModelKey::Ports(datapath.to_owned()));
+        self.model.port_stamps_on_datapath(datapath)
+    }
+
     /// What was read, to check the result against the model later.
     pub(crate) fn finish(self) -> crate::ovn::generations::ReadSet<ModelKey> {
         crate::ovn::generations::ReadSet::new(self.model.generations(), self.read)
@@ -168,7 +190,7 @@ pub struct SbModel {
     ports: HashMap<Uuid, PortBinding>,
     by_name: HashMap<String, Uuid>,
     by_chassis: HashMap<String, PortSet>,
-    by_datapath: HashMap<String, PortSet>,
+    by_datapath: HashMap<String, StampedPortSet>,
     /// Localnet ports by datapath: decides whether a datapath is a provider network.
     localnet_by_datapath: HashMap<String, PortSet>,
     /// Localnet ports by `options:network_name`: the VLAN tags of a physnet.
@@ -273,7 +295,10 @@ impl SbModel {
         if let Some(ch) = &port.chassis {
             index_insert(&mut self.by_chassis, ch, port_key(&port));
         }
-        index_insert(&mut self.by_datapath, &port.datapath, port_key(&port));
+        self.by_datapath
+            .entry(port.datapath.clone())
+            .or_default()
+            .insert(port_key(&port), next_row_stamp());
         if port.port_type == "localnet" {
             index_insert(
                 &mut self.localnet_by_datapath,
@@ -312,7 +337,12 @@ impl SbModel {
         if let Some(ch) = &old.chassis {
             index_remove(&mut self.by_chassis, ch, &port_key(&old));
         }
-        index_remove(&mut self.by_datapath, &old.datapath, &port_key(&old));
+        if let Some(set) = self.by_datapath.get_mut(&old.datapath) {
+            set.remove(&port_key(&old));
+            if set.is_empty() {
+                self.by_datapath.remove(&old.datapath);
+            }
+        }
         if old.port_type == "localnet" {
             index_remove(
                 &mut self.localnet_by_datapath,
@@ -342,40 +372,67 @@ impl SbModel {
     }
 
     /// The ports of an index entry, by logical port name then uuid (see [`PortSet`]).
-    fn resolve<'a>(&'a self, set: Option<&'a PortSet>) -> Vec<&'a PortBinding> {
-        set.into_iter()
-            .flatten()
+    fn resolve<'a>(
+        &'a self,
+        keys: impl IntoIterator<Item = &'a (String, Uuid)>,
+    ) -> Vec<&'a PortBinding> {
+        keys.into_iter()
             .filter_map(|(_, u)| self.ports.get(u))
             .collect()
     }
 
     pub fn ports_on_chassis(&self, chassis_uuid: &str) -> Vec<&PortBinding> {
-        self.resolve(self.by_chassis.get(chassis_uuid))
+        self.resolve(self.by_chassis.get(chassis_uuid).into_iter().flatten())
     }
 
     pub fn ports_on_datapath(&self, datapath: &str) -> Vec<&PortBinding> {
-        self.resolve(self.by_datapath.get(datapath))
+        self.resolve(
+            self.by_datapath
+                .get(datapath)
+                .into_iter()
+                .flat_map(|s| s.keys()),
+        )
+    }
+
+    /// The ports of `datapath` in the order of [`Self::ports_on_datapath`], as (name, uuid,
+    /// stamp), without looking their rows up. A row's stamp is unique in the process to that
+    /// version of the row (every upsert takes a fresh one), so what was computed from a row
+    /// still holds for the row of the same stamp.
+    pub fn port_stamps_on_datapath<'a>(
+        &'a self,
+        datapath: &str,
+    ) -> impl Iterator<Item = (&'a str, &'a Uuid, u64)> + use<'a> {
+        self.by_datapath
+            .get(datapath)
+            .into_iter()
+            .flatten()
+            .map(|((name, uuid), stamp)| (name.as_str(), uuid, *stamp))
     }
 
     pub fn localnets_on_datapath(&self, datapath: &str) -> Vec<&PortBinding> {
-        self.resolve(self.localnet_by_datapath.get(datapath))
+        self.resolve(
+            self.localnet_by_datapath
+                .get(datapath)
+                .into_iter()
+                .flatten(),
+        )
     }
 
     pub fn localnets_of_physnet(&self, physnet: &str) -> Vec<&PortBinding> {
-        self.resolve(self.localnet_by_physnet.get(physnet))
+        self.resolve(self.localnet_by_physnet.get(physnet).into_iter().flatten())
     }
 
     pub fn nat_ports_resident_on(&self, port_name: &str) -> Vec<&PortBinding> {
-        self.resolve(self.nat_by_resident.get(port_name))
+        self.resolve(self.nat_by_resident.get(port_name).into_iter().flatten())
     }
 
     pub fn lb_vip_ports_on_datapath(&self, datapath: &str) -> Vec<&PortBinding> {
-        self.resolve(self.lb_vip_by_datapath.get(datapath))
+        self.resolve(self.lb_vip_by_datapath.get(datapath).into_iter().flatten())
     }
 
     /// Every `chassisredirect` port (cr-lrp) in the model, wherever it is bound.
     pub fn chassisredirect_ports(&self) -> Vec<&PortBinding> {
-        self.resolve(Some(&self.chassisredirect))
+        self.resolve(&self.chassisredirect)
     }
 
     pub fn chassis_name(&self, uuid: &str) -> Option<&str> {
@@ -456,5 +513,36 @@ mod tests {
         m.remove_port("u1");
         assert!(m.port_named("vm1").is_none());
         assert!(m.ports_on_datapath("dp2").is_empty());
+    }
+
+    /// A row keeps its stamp until it is upserted again (even unchanged); the other rows keep
+    /// theirs; a clone and its original stamp their next upserts apart.
+    #[test]
+    fn a_row_keeps_its_stamp_until_it_is_upserted_again() {
+        let row = |uuid: &str, name: &str| PortBinding {
+            uuid: uuid.into(),
+            logical_port: name.into(),
+            datapath: "dp".into(),
+            ..Default::default()
+        };
+        let stamps = |m: &SbModel| -> Vec<(String, Uuid, u64)> {
+            m.port_stamps_on_datapath("dp")
+                .map(|(name, uuid, stamp)| (name.to_owned(), uuid.clone(), stamp))
+                .collect()
+        };
+        let mut m = SbModel::default();
+        m.upsert_port(row("u2", "vm2"));
+        m.upsert_port(row("u1", "vm1"));
+        let first = stamps(&m);
+        let names: Vec<&str> = first.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(names, ["vm1", "vm2"], "the order of ports_on_datapath");
+        m.upsert_port(row("u1", "vm1"));
+        let second = stamps(&m);
+        assert_ne!(first[0].2, second[0].2);
+        assert_eq!(first[1], second[1]);
+        let mut copy = m.clone();
+        copy.upsert_port(row("u2", "vm2"));
+        m.upsert_port(row("u2", "vm2"));
+        assert_ne!(stamps(&copy)[1].2, stamps(&m)[1].2);
     }
 }
