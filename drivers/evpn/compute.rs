@@ -62,8 +62,7 @@ use crate::ovn::generations::{CacheStats, ReadSet};
 use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::{CR_LRP_PREFIX, EvpnSettings};
 use crate::ovn::sb::model::{
-    CHASSISREDIRECT, ModelKey, PortBinding, RecordedLookups, SbModel, Uuid, parse_port_addresses,
-    vm_port_ips,
+    ModelKey, PortBinding, RecordedLookups, SbModel, Uuid, parse_port_addresses, vm_port_ips,
 };
 use crate::ovn::sb::provider::BridgeMappings;
 
@@ -353,10 +352,8 @@ impl ExposureCache {
         let mut seen: Vec<(&Uuid, &PortBinding, Option<String>)> = Vec::new();
         let chassis_rows = model.chassis_uuids_named(&identity.system_id);
         for chassis in &chassis_rows {
-            for port in model.ports_on_chassis(chassis) {
-                if port.port_type != CHASSISREDIRECT {
-                    continue;
-                }
+            // The gateways only: the tenant VMs bound here too are not walked per event.
+            for port in model.chassisredirect_on_chassis(chassis) {
                 stats.roots += 1;
                 let mut result = match self.gateways.remove(&port.uuid) {
                     Some(cached) if cached.read.still_valid(model.generations()) => cached,

@@ -201,6 +201,10 @@ pub struct SbModel {
     lb_vip_by_datapath: HashMap<String, PortSet>,
     /// Every `chassisredirect` port (cr-lrp) in the model, wherever it is bound.
     chassisredirect: PortSet,
+    /// The `chassisredirect` ports by the chassis they are bound to: the gateways hosted here,
+    /// without walking every port bound here (an EVPN gateway also hosts its tenant VMs: tens
+    /// of thousands, per event).
+    chassisredirect_by_chassis: HashMap<String, PortSet>,
     /// Chassis name by Chassis row uuid.
     chassis: HashMap<Uuid, String>,
     load_balancers: HashMap<Uuid, LoadBalancer>,
@@ -321,6 +325,9 @@ impl SbModel {
         }
         if port.port_type == CHASSISREDIRECT {
             self.chassisredirect.insert(port_key(&port));
+            if let Some(ch) = &port.chassis {
+                index_insert(&mut self.chassisredirect_by_chassis, ch, port_key(&port));
+            }
         }
         self.stamp_port(&port);
         self.ports.insert(uuid, port);
@@ -360,6 +367,11 @@ impl SbModel {
             index_remove(&mut self.lb_vip_by_datapath, &old.datapath, &port_key(&old));
         }
         self.chassisredirect.remove(&port_key(&old));
+        if old.port_type == CHASSISREDIRECT
+            && let Some(ch) = &old.chassis
+        {
+            index_remove(&mut self.chassisredirect_by_chassis, ch, &port_key(&old));
+        }
         self.stamp_port(&old);
     }
 
@@ -383,6 +395,17 @@ impl SbModel {
 
     pub fn ports_on_chassis(&self, chassis_uuid: &str) -> Vec<&PortBinding> {
         self.resolve(self.by_chassis.get(chassis_uuid).into_iter().flatten())
+    }
+
+    /// The `chassisredirect` ports bound to the chassis row `chassis_uuid`, in the order of
+    /// [`Self::ports_on_chassis`].
+    pub fn chassisredirect_on_chassis(&self, chassis_uuid: &str) -> Vec<&PortBinding> {
+        self.resolve(
+            self.chassisredirect_by_chassis
+                .get(chassis_uuid)
+                .into_iter()
+                .flatten(),
+        )
     }
 
     pub fn ports_on_datapath(&self, datapath: &str) -> Vec<&PortBinding> {
@@ -513,6 +536,51 @@ mod tests {
         m.remove_port("u1");
         assert!(m.port_named("vm1").is_none());
         assert!(m.ports_on_datapath("dp2").is_empty());
+    }
+
+    /// The gateways of a chassis are its `chassisredirect` ports, in the order of its ports,
+    /// whichever way a row moves (bound elsewhere, retyped, deleted).
+    #[test]
+    fn gateways_on_a_chassis_are_its_chassisredirect_ports() {
+        let mut m = SbModel::default();
+        let port = |uuid: &str, name: &str, chassis: Option<&str>, kind: &str| PortBinding {
+            uuid: uuid.into(),
+            logical_port: name.into(),
+            chassis: chassis.map(Into::into),
+            datapath: "dp".into(),
+            port_type: kind.into(),
+            ..Default::default()
+        };
+        let gateways = |m: &SbModel, ch: &str| -> Vec<String> {
+            m.chassisredirect_on_chassis(ch)
+                .iter()
+                .map(|p| p.logical_port.clone())
+                .collect()
+        };
+        let filtered = |m: &SbModel, ch: &str| -> Vec<String> {
+            m.ports_on_chassis(ch)
+                .iter()
+                .filter(|p| p.port_type == CHASSISREDIRECT)
+                .map(|p| p.logical_port.clone())
+                .collect()
+        };
+        m.upsert_port(port("u3", "cr-lrp-b", Some("ch"), CHASSISREDIRECT));
+        m.upsert_port(port("u1", "vm", Some("ch"), ""));
+        m.upsert_port(port("u2", "cr-lrp-a", Some("ch"), CHASSISREDIRECT));
+        m.upsert_port(port("u4", "cr-lrp-c", Some("other"), CHASSISREDIRECT));
+        assert_eq!(gateways(&m, "ch"), ["cr-lrp-a", "cr-lrp-b"]);
+        assert_eq!(gateways(&m, "ch"), filtered(&m, "ch"));
+        // Bound elsewhere, retyped, unbound, deleted: each leaves the chassis's gateways.
+        m.upsert_port(port("u2", "cr-lrp-a", Some("other"), CHASSISREDIRECT));
+        assert_eq!(gateways(&m, "ch"), ["cr-lrp-b"]);
+        assert_eq!(gateways(&m, "other"), ["cr-lrp-a", "cr-lrp-c"]);
+        m.upsert_port(port("u3", "cr-lrp-b", Some("ch"), "patch"));
+        assert!(gateways(&m, "ch").is_empty());
+        m.upsert_port(port("u4", "cr-lrp-c", None, CHASSISREDIRECT));
+        m.remove_port("u2");
+        assert!(gateways(&m, "other").is_empty());
+        assert_eq!(gateways(&m, "other"), filtered(&m, "other"));
+        assert!(m.chassisredirect_by_chassis.is_empty());
     }
 
     /// A row keeps its stamp until it is upserted again (even unchanged); the other rows keep
