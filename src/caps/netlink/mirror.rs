@@ -668,6 +668,11 @@ pub struct Interest {
     pub strict: bool,
     /// Addresses, permanent neighbours and the link itself, by ifindex.
     pub devices: std::collections::HashSet<u32>,
+    /// Devices whose kernel local routes the reader suppresses, by ifindex: a local route
+    /// the kernel adds there is recorded ([`Dirty::local_routes`]). The kernel adds an IPv6
+    /// address's local route from a work queue, after the address: possibly after the
+    /// reconcile that added the address looked for it.
+    pub local_route_devices: std::collections::HashSet<u32>,
 }
 
 /// Changes in the [`Interest`] made by someone else since the last [`KernelMirror::take_dirty`].
@@ -678,11 +683,14 @@ pub struct Dirty {
     /// IPv6 address events (ifindex, address, present now): the kernel sends every one of them
     /// as its own (port 0), so the reader compares them with what it asked for.
     pub v6_addresses: Vec<(u32, ipnet::IpNet, bool)>,
+    /// Kernel local routes added on [`Interest::local_route_devices`]: (table, destination,
+    /// ifindex), for the reader to remove those it suppresses.
+    pub local_routes: Vec<(u32, std::net::IpAddr, u32)>,
 }
 
 impl Dirty {
     pub fn is_empty(&self) -> bool {
-        self.objects == 0 && self.v6_addresses.is_empty()
+        self.objects == 0 && self.v6_addresses.is_empty() && self.local_routes.is_empty()
     }
 }
 
@@ -691,6 +699,7 @@ enum Foreign {
     No,
     Object,
     V6Address(u32, ipnet::IpNet),
+    LocalRoute(u32, std::net::IpAddr, u32),
 }
 
 /// Whether an event is a change of something in `interest` made by someone else. Called
@@ -724,6 +733,13 @@ fn foreign_change(
             } else {
                 Foreign::Object
             }
+        }
+        (ObjectKey::Route { .. }, M::NewRoute(_))
+            if !interest.local_route_devices.is_empty()
+                && let Some(l) = super::routes::parse_local(message)
+                && interest.local_route_devices.contains(&l.oif) =>
+        {
+            Foreign::LocalRoute(l.table, l.dst, l.oif)
         }
         (ObjectKey::Route { table, .. }, M::NewRoute(r) | M::DelRoute(r)) => {
             use rtnetlink::packet_route::route::RouteProtocol;
@@ -992,6 +1008,7 @@ impl KernelMirror {
         let mut dirty = self.shared.dirty.lock().unwrap_or_else(|e| e.into_inner());
         dirty.objects += taken.objects;
         dirty.v6_addresses.extend(taken.v6_addresses);
+        dirty.local_routes.extend(taken.local_routes);
     }
 
     /// Read the mirror.
@@ -1204,6 +1221,10 @@ async fn follow(
                                     dirty.v6_addresses.push((index, addr, !removal));
                                     foreign += 1;
                                 }
+                                Foreign::LocalRoute(table, dst, oif) => {
+                                    dirty.local_routes.push((table, dst, oif));
+                                    foreign += 1;
+                                }
                             }
                             match state.apply(m, replace) {
                                 Applied::Ignored => {}
@@ -1282,6 +1303,7 @@ mod tests {
             tables: [200].into(),
             swept_tables: [300].into(),
             devices: Default::default(),
+            local_route_devices: Default::default(),
             strict: false,
         };
         let mut s = MirrorState::default();

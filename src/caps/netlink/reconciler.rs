@@ -238,7 +238,22 @@ pub struct NetlinkReconciler {
     links: LinkCache,
     /// The devices of the desired local-route suppressions, kept by difference.
     suppression_devices: Mutex<SuppressionDevices>,
+    /// How long a reconcile applied as a delta trusts the last reading of what the mirror
+    /// cannot see (see [`UNWATCHED_RECHECK`]).
+    unwatched_recheck: Duration,
+    /// When sysctls and proxy neighbours were last read and repaired.
+    unwatched_checked: Mutex<Option<tokio::time::Instant>>,
 }
+
+/// Sysctls and proxy neighbours change without a notification, so the mirror cannot tell a
+/// delta that someone changed them: a reconcile applied as a delta reads them again (every
+/// desired sysctl, both proxy tables) when this long has passed since they were last read,
+/// and otherwise applies only the proxy neighbours that differ from the last state. On a busy
+/// gateway (hundreds of sysctls: four per VRF device, an event every few milliseconds) this
+/// takes the reading out of nearly every event, while a change by hand is still repaired by
+/// the first reconcile a second later (and by the periodic full reconcile on a quiet chassis,
+/// as upstream's sync does).
+pub(crate) const UNWATCHED_RECHECK: Duration = Duration::from_secs(1);
 
 /// The devices the desired local-route suppressions are on, counted, and the set they were
 /// counted from: the mirror's interest names them, and an EVPN gateway has one suppression
@@ -331,7 +346,33 @@ impl NetlinkReconciler {
             receive_buffer: None,
             links: LinkCache::default(),
             suppression_devices: Mutex::default(),
+            unwatched_recheck: UNWATCHED_RECHECK,
+            unwatched_checked: Mutex::new(None),
         }
+    }
+
+    /// How long a delta trusts the last reading of sysctls and proxy neighbours (default
+    /// one second; `Duration::ZERO`: read on every reconcile).
+    #[doc(hidden)]
+    pub fn with_unwatched_recheck(mut self, every: Duration) -> Self {
+        self.unwatched_recheck = every;
+        self
+    }
+
+    /// Whether this reconcile reads sysctls and proxy neighbours again (a full plan always
+    /// does, and restarts the clock).
+    fn unwatched_due(&self, full_plan: bool) -> bool {
+        let now = tokio::time::Instant::now();
+        let mut checked = self
+            .unwatched_checked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let due =
+            full_plan || checked.is_none_or(|t| now.duration_since(t) >= self.unwatched_recheck);
+        if due {
+            *checked = Some(now);
+        }
+        due
     }
 
     /// Open the request socket with a receive buffer of `bytes`: a tiny one makes the kernel
@@ -465,7 +506,9 @@ impl NetlinkReconciler {
         };
         let dirty = m.take_dirty();
         let table = self.links.read(m);
-        if only_expected(&dirty, &desired, &table) {
+        if only_expected(&dirty, &desired, &table)
+            && late_local_routes(&dirty, &desired, &table, m).is_empty()
+        {
             true
         } else {
             m.restore_dirty(dirty);
@@ -686,12 +729,14 @@ impl NetlinkReconciler {
                 let delta = Delta {
                     changes,
                     readded: &dirty,
+                    reread_unwatched: self.unwatched_due(false),
                 };
                 apply_delta(s, view, m, delta, desired, &table, report).await?;
                 self.deltas.fetch_add(1, Ordering::Relaxed);
                 KERNEL_STATS.deltas.fetch_add(1, Ordering::Relaxed);
             }
             None => {
+                self.unwatched_due(true);
                 reconcile_in(s, view, &screened.desired, &screened.held, report).await?;
                 KERNEL_STATS.full_plans.fetch_add(1, Ordering::Relaxed);
             }
@@ -704,7 +749,11 @@ impl NetlinkReconciler {
         // wakes the host at once.
         let late = m.take_dirty();
         let links = view.links().await?;
-        let unexpected = !late.is_empty() && !only_expected(&late, desired, &links);
+        // A local route the kernel added after this reconcile looked for it (an IPv6
+        // address's, from a work queue) is left for the next one too.
+        let unexpected = !late.is_empty()
+            && (!only_expected(&late, desired, &links)
+                || !late_local_routes(&late, desired, &links, m).is_empty());
         if unexpected {
             m.restore_dirty(late);
         }
@@ -822,11 +871,16 @@ fn interest(
     let devices = names
         .filter_map(|n| table.by_name.get(n).map(|l| l.index))
         .collect();
+    let local_route_devices = suppressed
+        .keys()
+        .filter_map(|n| table.by_name.get(n.as_str()).map(|l| l.index))
+        .collect();
     Interest {
         own_port,
         tables,
         swept_tables,
         devices,
+        local_route_devices,
         strict,
     }
 }
@@ -866,6 +920,38 @@ fn only_expected(dirty: &Dirty, desired: &DesiredSystem, table: &LinkTable) -> b
     })
 }
 
+/// The suppressions of `desired` whose local route the mirror recorded in `dirty` as added by
+/// the kernel and still holds: it came after the reconcile that removed the others looked (an
+/// IPv6 address's local route is added from a work queue, after the address), so a delta
+/// removes it. Local routes are the kernel's echo of addresses: they never take a full plan.
+fn late_local_routes<'d>(
+    dirty: &Dirty,
+    desired: &'d DesiredSystem,
+    table: &LinkTable,
+    m: &KernelMirror,
+) -> Vec<&'d LocalRouteSuppression> {
+    if dirty.local_routes.is_empty() || desired.suppressed_local_routes.is_empty() {
+        return Vec::new();
+    }
+    m.read(|state| {
+        dirty
+            .local_routes
+            .iter()
+            .filter_map(|&(t, dst, oif)| {
+                let dev = InterfaceName::new(table.name_of(oif)).ok()?;
+                let wanted = desired
+                    .suppressed_local_routes
+                    .get(&LocalRouteSuppression { table: t, dst, dev })?;
+                state
+                    .routes_at(t, IpNet::from(dst), 0)
+                    .filter_map(routes::parse_local)
+                    .any(|r| r.table == t && r.dst == dst && r.oif == oif)
+                    .then_some(wanted)
+            })
+            .collect()
+    })
+}
+
 /// The parts a delta does not apply: any change there takes a full plan.
 fn same_structure(old: &DesiredSystem, new: &DesiredSystem) -> bool {
     old.links == new.links && old.sysctls == new.sysctls && old.ownership == new.ownership
@@ -888,32 +974,62 @@ async fn apply_delta(
     let mut adds = Plan::default();
     let mut removes = Plan::default();
     let missing = |dev: &InterfaceName| format!("device {dev} does not exist");
-    // Neither sysctls nor proxy neighbours are in the mirror (no notifications): checked as
-    // in a full plan, also when the state is the same again (a repair).
-    reconcile_sysctls(&s.worker, &new.sysctls, report).await?;
-    let p4 = s
-        .conn
-        .dump(
-            "ipv4 proxy neighbours",
-            neighbours::dump_request(false, true),
-        )
-        .await?;
-    let p6 = s
-        .conn
-        .dump(
-            "ipv6 proxy neighbours",
-            neighbours::dump_request(true, true),
-        )
-        .await?;
-    plan_proxies(
-        new,
-        &Held::default(),
-        table,
-        p4.iter().chain(&p6),
-        &mut adds,
-        &mut removes,
-        report,
-    );
+    // Neither sysctls nor proxy neighbours are in the mirror (no notifications): when due,
+    // read and repaired as in a full plan, also when the state is the same again; otherwise
+    // (the sysctls are those of the last state, as a delta's structure is) only the proxy
+    // neighbours that changed.
+    if delta.reread_unwatched {
+        reconcile_sysctls(&s.worker, &new.sysctls, report).await?;
+        let p4 = s
+            .conn
+            .dump(
+                "ipv4 proxy neighbours",
+                neighbours::dump_request(false, true),
+            )
+            .await?;
+        let p6 = s
+            .conn
+            .dump(
+                "ipv6 proxy neighbours",
+                neighbours::dump_request(true, true),
+            )
+            .await?;
+        plan_proxies(
+            new,
+            &Held::default(),
+            table,
+            p4.iter().chain(&p6),
+            &mut adds,
+            &mut removes,
+            report,
+        );
+    } else {
+        for p in &changes.proxy_neighbours.added {
+            match table.index(&p.dev) {
+                // Created or replaced: already there is no error.
+                Some(i) => adds.push(
+                    class::PROXY_NEIGHBOURS,
+                    Op::Add,
+                    neighbours::add_proxy_request(i, p.dev.as_str(), p.ip),
+                ),
+                None => report.error(
+                    class::PROXY_NEIGHBOURS,
+                    format!("add proxy neighbour {} dev {}", p.ip, p.dev),
+                    missing(&p.dev),
+                ),
+            }
+        }
+        // Those on a device that is gone went with it.
+        for p in &changes.proxy_neighbours.removed {
+            if let Some(i) = table.index(&p.dev) {
+                removes.push(
+                    class::PROXY_NEIGHBOURS,
+                    Op::Remove,
+                    neighbours::delete_proxy_request(i, p.dev.as_str(), p.ip),
+                );
+            }
+        }
+    }
     for a in &changes.addresses.added {
         match table.index(&a.dev) {
             Some(i) => adds.push(
@@ -1086,7 +1202,10 @@ async fn apply_delta(
         .iter()
         .map(|a| (&a.dev, a.addr))
         .chain(readded.iter().map(|(dev, addr)| (dev, *addr)));
-    let wanted = suppressions_to_apply(&changes.local_routes.added, added, new);
+    let mut wanted = suppressions_to_apply(&changes.local_routes.added, added, new);
+    wanted.extend(late_local_routes(delta.readded, new, table, m));
+    wanted.sort_unstable();
+    wanted.dedup();
     if !wanted.is_empty() {
         suppress_these(&s.conn, view, m, wanted, table, report).await?;
     }
@@ -1098,6 +1217,8 @@ async fn apply_delta(
 struct Delta<'c, 'd> {
     changes: &'c Changes<'d>,
     readded: &'c Dirty,
+    /// Read sysctls and proxy neighbours again ([`UNWATCHED_RECHECK`]).
+    reread_unwatched: bool,
 }
 
 /// The suppressions a delta applies: those it adds and those of the addresses that appeared
