@@ -294,6 +294,11 @@ pub struct LocalRouteSuppression {
 /// chassis exposes (issue 17). Serialized as a sequence, like a `BTreeSet`.
 pub type ObjectSet<T> = imbl::OrdSet<T>;
 
+/// A persistent map of desired objects (sysctls, FRR objects), as [`ObjectSet`]: a render
+/// hands its last version on by sharing it, and two versions are compared by visiting only
+/// what they do not share. Serialized as a map, like a `BTreeMap`.
+pub type ObjectMap<K, V> = imbl::OrdMap<K, V>;
+
 /// Keep only the elements of `set` that `keep` accepts (a persistent set has no `retain`): the
 /// others are found in one pass and removed one by one (they are few: screened-out objects).
 pub fn retain_objects<T: Ord + Clone>(set: &mut ObjectSet<T>, keep: impl Fn(&T) -> bool) {
@@ -306,15 +311,15 @@ pub fn retain_objects<T: Ord + Clone>(set: &mut ObjectSet<T>, keep: impl Fn(&T) 
 /// The complete desired state the backend computed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DesiredSystem {
-    pub links: BTreeSet<LinkSpec>,
+    pub links: ObjectSet<LinkSpec>,
     pub addresses: ObjectSet<AddressSpec>,
     pub rules: ObjectSet<RuleSpec>,
     pub routes: ObjectSet<RouteSpec>,
     pub neighbours: ObjectSet<NeighbourSpec>,
     pub proxy_neighbours: ObjectSet<ProxyNeighbourSpec>,
     /// `net.ipv4.conf.br-ex.proxy_arp` → `1`.
-    pub sysctls: BTreeMap<String, String>,
-    pub flows: BTreeSet<PortFlowSpec>,
+    pub sysctls: ObjectMap<String, String>,
+    pub flows: ObjectSet<PortFlowSpec>,
     /// Local routes of the kernel that must not exist (see [`LocalRouteSuppression`]): one per
     /// tenant address of an EVPN gateway's VRF, so as many as it has VMs behind it.
     #[serde(default, skip_serializing_if = "ObjectSet::is_empty")]
@@ -331,8 +336,8 @@ pub struct DesiredSystem {
     pub frr: Vec<String>,
     /// FRR objects (EVPN VRF stanzas, ND prefixes) with their removal: an object the agent
     /// created that is no longer desired is removed; objects it did not create never are.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub frr_objects: BTreeMap<FrrObjectKey, FrrObject>,
+    #[serde(default, skip_serializing_if = "ObjectMap::is_empty")]
+    pub frr_objects: ObjectMap<FrrObjectKey, FrrObject>,
     /// Rows of the node-local OVN Northbound (the `ovn` method); `None`: the agent does not
     /// manage that database (its rows there are left as they are).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,7 +7,6 @@
 
 mod frrovs_support;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +19,7 @@ use ovn_bgp_agent::caps::frr::{
     LeakVrf, NicRedistribute, Redistribute, RouteDistinguisher, RouteTarget, ShowQuery, Vni, Vtysh,
     VtyshConfigurator, VtyshOptions, default_redistribute, leak_vrf_from_config,
 };
-use ovn_bgp_agent::system::ChangeReport;
+use ovn_bgp_agent::system::{ChangeReport, ObjectMap};
 use ovn_bgp_agent::types::InterfaceName;
 
 const CHASSIS_AS: &str = "64999";
@@ -483,7 +482,7 @@ fn evpn_vrf(vni: u32) -> AddVrf {
     }
 }
 
-fn evpn_objects(vnis: &[u32]) -> BTreeMap<FrrObjectKey, FrrObject> {
+fn evpn_objects(vnis: &[u32]) -> ObjectMap<FrrObjectKey, FrrObject> {
     vnis.iter()
         .map(|vni| FrrObject::evpn_vrf(&evpn_vrf(*vni)).unwrap())
         .collect()
@@ -599,14 +598,14 @@ async fn frr_objects_are_diffed_and_only_the_agents_are_removed() {
             Vni::new(100).unwrap()
         ))]
     );
-    let report = objects.reconcile(&BTreeMap::new()).await;
+    let report = objects.reconcile(&ObjectMap::new()).await;
     assert!(report.errors.is_empty(), "{report:?}");
     assert_eq!(count(&report, "removed"), 1, "{report:?}");
     let running = lab.chassis.running_config();
     assert!(!running.contains("vrf-100"), "{running}");
     assert!(has_line(&running, "vrf vrf-300"), "{running}");
     assert!(objects.owned_keys().await.is_empty());
-    assert!(objects.reconcile(&BTreeMap::new()).await.is_noop());
+    assert!(objects.reconcile(&ObjectMap::new()).await.is_noop());
 
     // FRR restarted from its own file: the agent's objects are gone and re-applied at the next
     // reconcile (the vty-socket fingerprint changed), then it is quiet again.
@@ -646,7 +645,7 @@ async fn frr_nd_object_is_applied_and_removed() {
         prefix: "2001:db8:1::/64".parse().unwrap(),
         autoconfig: false,
     };
-    let desired: BTreeMap<_, _> = [FrrObject::nd(&nd).unwrap()].into();
+    let desired: ObjectMap<_, _> = [FrrObject::nd(&nd).unwrap()].into_iter().collect();
     let report = objects.reconcile(&desired).await;
     assert!(report.errors.is_empty(), "{report:?}");
     let running = lab.chassis.running_config();
@@ -659,7 +658,7 @@ async fn frr_nd_object_is_applied_and_removed() {
         "{running}"
     );
 
-    let report = objects.reconcile(&BTreeMap::new()).await;
+    let report = objects.reconcile(&ObjectMap::new()).await;
     assert!(report.errors.is_empty(), "{report:?}");
     assert_eq!(count(&report, "removed"), 1, "{report:?}");
     let running = lab.chassis.running_config();
@@ -681,7 +680,7 @@ async fn tampered_frr_object_state_never_reaches_vtysh() {
     )
     .unwrap();
     let objects = FrrObjects::new(Arc::new(lab.configurator()), &state_file);
-    let report = objects.reconcile(&BTreeMap::new()).await;
+    let report = objects.reconcile(&ObjectMap::new()).await;
     assert_eq!(report.errors.len(), 1, "{report:?}");
     assert!(
         report.errors[0].error.contains("only printable ASCII"),

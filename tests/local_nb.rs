@@ -523,7 +523,7 @@ async fn composite_reports_frr_objects_and_local_nb_classes() {
     };
     let rows = desired(true, true);
     let system = DesiredSystem {
-        frr_objects: [FrrObject::evpn_vrf(&add).unwrap()].into(),
+        frr_objects: [FrrObject::evpn_vrf(&add).unwrap()].into_iter().collect(),
         local_nb: Some(rows.clone()),
         ..Default::default()
     };

@@ -46,7 +46,7 @@ struct CountingFlows(AtomicUsize);
 impl FlowReconciler for CountingFlows {
     async fn reconcile_flows(
         &self,
-        desired: &BTreeSet<PortFlowSpec>,
+        desired: &ObjectSet<PortFlowSpec>,
         owned_cookies: &BTreeSet<u64>,
     ) -> Result<(usize, usize), CapError> {
         assert!(owned_cookies.contains(&999));
@@ -190,7 +190,7 @@ struct FailingFlows(AtomicUsize);
 impl FlowReconciler for FailingFlows {
     async fn reconcile_flows(
         &self,
-        _desired: &BTreeSet<PortFlowSpec>,
+        _desired: &ObjectSet<PortFlowSpec>,
         _owned_cookies: &BTreeSet<u64>,
     ) -> Result<(usize, usize), CapError> {
         self.0.fetch_add(1, Ordering::SeqCst);

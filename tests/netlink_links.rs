@@ -117,7 +117,7 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
 
     // A VTEP address change recreates the owned vxlan device with the new local address.
     let mut moved = d.clone();
-    moved.links.retain(|l| l.name.as_str() != "tst-vx");
+    retain_objects(&mut moved.links, |l| l.name.as_str() != "tst-vx");
     moved.links.insert(LinkSpec {
         master: Some(ifname("tst-br")),
         ..up_link(
@@ -161,7 +161,7 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
 
     // An owned link with the wrong parameters is recreated.
     let mut d2 = d.clone();
-    d2.links.retain(|l| l.name.as_str() != "tst-vx");
+    retain_objects(&mut d2.links, |l| l.name.as_str() != "tst-vx");
     d2.links.insert(LinkSpec {
         master: Some(ifname("tst-br")),
         ..up_link("tst-vx", vxlan(200))
@@ -247,7 +247,9 @@ async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
         let name = spec.name.to_string();
         let d = DesiredSystem {
             // The VLAN's parent is created in the same reconcile (before the VLAN).
-            links: [spec, up_link("br-ex", LinkKind::Bridge)].into(),
+            links: [spec, up_link("br-ex", LinkKind::Bridge)]
+                .into_iter()
+                .collect(),
             ..Default::default()
         };
         let report = r.reconcile(&d).await.unwrap();
@@ -281,7 +283,8 @@ async fn kinds_the_kernel_may_lack_are_created_or_give_the_fix() {
                 ..up_link("bgp-nic", nic_link_kind("ifb").unwrap())
             },
         ]
-        .into(),
+        .into_iter()
+        .collect(),
         ..Default::default()
     };
     let report = r.reconcile(&d).await.unwrap();
@@ -370,7 +373,7 @@ async fn links_are_owned_by_exact_name_or_alias_never_by_prefix() {
     }
     ns.ip(&["link", "set", "br-100", "alias", AGENT_LINK_ALIAS]);
     let d = DesiredSystem {
-        links: [up_link("bgp-vrf", LinkKind::Bridge)].into(),
+        links: [up_link("bgp-vrf", LinkKind::Bridge)].into_iter().collect(),
         ownership: Ownership {
             link_names: [ifname("bgp-vrf")].into(),
             vlan_parents: [ifname("br-ex")].into(),
@@ -404,7 +407,7 @@ async fn links_are_owned_by_exact_name_or_alias_never_by_prefix() {
     // A link the agent creates is marked at once, and so recognised after a "restart" (a new
     // reconciler) whose desired state no longer lists it and owns no name.
     let d2 = DesiredSystem {
-        links: [up_link("br-200", LinkKind::Bridge)].into(),
+        links: [up_link("br-200", LinkKind::Bridge)].into_iter().collect(),
         ..Default::default()
     };
     let created = r.reconcile(&d2).await.unwrap();

@@ -4,7 +4,6 @@
 
 mod netlink_support;
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use netlink_support::{TestNetns, ifname, up_link};
@@ -109,7 +108,7 @@ fn desired() -> DesiredSystem {
         dev: ifname("br-ex"),
         ip: ip("2001:db8::"),
     });
-    d.sysctls = BTreeMap::from([
+    d.sysctls = ObjectMap::from_iter([
         ("net.ipv4.conf.br-ex.proxy_arp".to_owned(), "1".to_owned()),
         ("net.ipv6.conf.br-ex.proxy_ndp".to_owned(), "1".to_owned()),
         ("net.ipv4.conf.all.forwarding".to_owned(), "1".to_owned()),

@@ -93,7 +93,10 @@ async fn mac_tweak_flows_reconciled_stray_removed_others_untouched() {
 
     // Second reconcile: a no-op, through the trait as the composite reconciler calls it.
     assert_eq!(
-        flows.reconcile_flows(&desired, &owned()).await.unwrap(),
+        flows
+            .reconcile_flows(&desired.iter().cloned().collect(), &owned())
+            .await
+            .unwrap(),
         (0, 0)
     );
 
@@ -173,7 +176,12 @@ async fn flows_come_back_after_emer_reset_and_vswitchd_restart() {
     node.kill_vswitchd();
     let report = flows.check_now().await.unwrap();
     assert!(!report.is_complete(), "a dead vswitchd must be reported");
-    assert!(flows.reconcile_flows(&desired, &owned()).await.is_err());
+    assert!(
+        flows
+            .reconcile_flows(&desired.iter().cloned().collect(), &owned())
+            .await
+            .is_err()
+    );
 
     // vswitchd back with an empty flow table: the periodic check reinstalls the flows.
     node.start_vswitchd();
@@ -232,7 +240,7 @@ async fn ofport_minus_one_is_deferred_until_the_port_works() {
         "{dump:?}"
     );
     let err = flows
-        .reconcile_flows(&desired, &owned())
+        .reconcile_flows(&desired.iter().cloned().collect(), &owned())
         .await
         .unwrap_err()
         .to_string();
@@ -261,7 +269,10 @@ async fn ofport_minus_one_is_deferred_until_the_port_works() {
 
     // The missing port appears (as ovn-controller creates a patch port): the flow check, which
     // re-runs the last desired set, emits its flows; the reconcile call itself now succeeds.
-    flows.reconcile_flows(&desired, &owned()).await.unwrap();
+    flows
+        .reconcile_flows(&desired.iter().cloned().collect(), &owned())
+        .await
+        .unwrap();
     node.vsctl(&[
         "add-port",
         "br-ex",

@@ -61,7 +61,7 @@ pub trait SystemReconciler: Send + Sync {
 pub trait FlowReconciler: Send + Sync {
     async fn reconcile_flows(
         &self,
-        desired: &std::collections::BTreeSet<crate::system::PortFlowSpec>,
+        desired: &crate::system::ObjectSet<crate::system::PortFlowSpec>,
         owned_cookies: &std::collections::BTreeSet<u64>,
     ) -> Result<(usize, usize), CapError>;
 }

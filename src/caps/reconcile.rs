@@ -113,7 +113,7 @@ struct ToolRequest {
 }
 
 type FlowState = (
-    std::collections::BTreeSet<crate::system::PortFlowSpec>,
+    crate::system::ObjectSet<crate::system::PortFlowSpec>,
     std::collections::BTreeSet<u64>,
 );
 

@@ -262,7 +262,7 @@ pub struct FrrObjects {
     full_reapply_interval: Duration,
     state: Mutex<State>,
     /// The objects last asked for, for [`Self::spawn_restart_watch`].
-    requested: std::sync::Mutex<Option<BTreeMap<FrrObjectKey, FrrObject>>>,
+    requested: std::sync::Mutex<Option<crate::system::ObjectMap<FrrObjectKey, FrrObject>>>,
 }
 
 impl FrrObjects {
@@ -296,7 +296,10 @@ impl FrrObjects {
 
     /// Applies new and changed objects, removes owned objects that are no longer desired,
     /// re-applies everything after an FRR restart. Errors are per object, in the report.
-    pub async fn reconcile(&self, desired: &BTreeMap<FrrObjectKey, FrrObject>) -> ChangeReport {
+    pub async fn reconcile(
+        &self,
+        desired: &crate::system::ObjectMap<FrrObjectKey, FrrObject>,
+    ) -> ChangeReport {
         if let Ok(mut requested) = self.requested.lock() {
             *requested = Some(desired.clone());
         }
@@ -343,7 +346,7 @@ impl FrrObjects {
     async fn remove_unwanted(
         &self,
         state: &mut State,
-        desired: &BTreeMap<FrrObjectKey, FrrObject>,
+        desired: &crate::system::ObjectMap<FrrObjectKey, FrrObject>,
         report: &mut ChangeReport,
     ) {
         let unwanted: Vec<(FrrObjectKey, OwnedObject)> = state
@@ -387,7 +390,7 @@ impl FrrObjects {
     async fn apply_wanted(
         &self,
         state: &mut State,
-        desired: &BTreeMap<FrrObjectKey, FrrObject>,
+        desired: &crate::system::ObjectMap<FrrObjectKey, FrrObject>,
         report: &mut ChangeReport,
     ) {
         let mut pending: Vec<(&FrrObjectKey, &FrrObject)> = Vec::new();

@@ -1554,7 +1554,7 @@ async fn reconcile_in(
 
 /// Creation in two rounds: the devices a VLAN may sit on, then the VLANs (after the links are
 /// read again, so a parent created in the first round is found).
-fn creation_rounds(desired: &BTreeSet<LinkSpec>) -> [Vec<&LinkSpec>; 2] {
+fn creation_rounds(desired: &ObjectSet<LinkSpec>) -> [Vec<&LinkSpec>; 2] {
     let (vlans, others) = desired
         .iter()
         .partition(|l| matches!(l.kind, LinkKind::Vlan { .. }));
@@ -1818,7 +1818,7 @@ async fn set_link_attributes(
 
 async fn reconcile_sysctls(
     worker: &NetnsWorker,
-    sysctls: &BTreeMap<String, String>,
+    sysctls: &crate::system::ObjectMap<String, String>,
     report: &mut ChangeReport,
 ) -> Result<(), NetlinkError> {
     if sysctls.is_empty() {

@@ -273,7 +273,7 @@ struct Screening {
 }
 
 impl Screening {
-    fn links(&mut self, links: &BTreeSet<LinkSpec>) {
+    fn links(&mut self, links: &crate::system::ObjectSet<LinkSpec>) {
         let mut by_name: BTreeMap<&str, Vec<&LinkSpec>> = BTreeMap::new();
         for l in links {
             by_name.entry(l.name.as_str()).or_default().push(l);
@@ -400,7 +400,7 @@ impl Screening {
         }
         let mut d = desired.clone();
         d.ownership.tables.retain(|t| !self.bad_tables.contains(t));
-        d.links.retain(|l| !self.bad_links.contains(l));
+        crate::system::retain_objects(&mut d.links, |l| !self.bad_links.contains(l));
         retain_objects(&mut d.addresses, |a| {
             !self.held.addresses.contains(&(a.dev.to_string(), a.addr))
         });
@@ -417,7 +417,9 @@ impl Screening {
                 .proxy_neighbours
                 .contains(&(n.dev.to_string(), n.ip))
         });
-        d.sysctls.retain(|k, _| !self.bad_sysctls.contains(k));
+        for k in &self.bad_sysctls {
+            d.sysctls.remove(k);
+        }
         retain_objects(&mut d.suppressed_local_routes, |l| {
             !self.bad_local_routes.contains(l)
         });

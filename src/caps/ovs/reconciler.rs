@@ -500,10 +500,12 @@ impl FlowReconciler for OvsFlows {
     /// (naming each) after the rest was applied, so the caller's report shows them.
     async fn reconcile_flows(
         &self,
-        desired: &BTreeSet<PortFlowSpec>,
+        desired: &crate::system::ObjectSet<PortFlowSpec>,
         owned_cookies: &BTreeSet<u64>,
     ) -> Result<(usize, usize), CapError> {
-        let report = self.reconcile(desired, owned_cookies).await;
+        // A copy: called only when the desired flows changed (a few per VRF or bridge).
+        let desired: BTreeSet<PortFlowSpec> = desired.iter().cloned().collect();
+        let report = self.reconcile(&desired, owned_cookies).await;
         for absent in &report.absent {
             tracing::debug!(
                 bridge = %absent.bridge,
