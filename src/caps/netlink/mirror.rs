@@ -973,13 +973,13 @@ impl KernelMirror {
 
     /// Tell the mirror what the reader owns (see [`Interest`]); cheap when unchanged.
     pub fn set_interest(&self, interest: Interest) {
-        let current = self
+        let same = *self
             .shared
             .interest
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if current != interest {
+            == interest;
+        if !same {
             *self
                 .shared
                 .interest

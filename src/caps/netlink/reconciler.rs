@@ -238,6 +238,9 @@ pub struct NetlinkReconciler {
     links: LinkCache,
     /// The devices of the desired local-route suppressions, kept by difference.
     suppression_devices: Mutex<SuppressionDevices>,
+    /// What the mirror's interest was last made from: the same inputs make the same interest
+    /// (a few hundred device names resolved per reconcile otherwise).
+    interest_made: Mutex<Option<InterestMade>>,
     /// How long a reconcile applied as a delta trusts the last reading of what the mirror
     /// cannot see (see [`UNWATCHED_RECHECK`]).
     unwatched_recheck: Duration,
@@ -263,6 +266,8 @@ pub(crate) const UNWATCHED_RECHECK: Duration = Duration::from_secs(1);
 struct SuppressionDevices {
     counted: ObjectSet<LocalRouteSuppression>,
     devices: BTreeMap<InterfaceName, usize>,
+    /// Moves when a device enters or leaves `devices`.
+    version: u64,
 }
 
 impl SuppressionDevices {
@@ -270,12 +275,19 @@ impl SuppressionDevices {
         use imbl::ordset::DiffItem;
         for item in self.counted.diff(suppressions) {
             match item {
-                DiffItem::Add(l) => *self.devices.entry(l.dev.clone()).or_insert(0) += 1,
+                DiffItem::Add(l) => {
+                    let n = self.devices.entry(l.dev.clone()).or_insert(0);
+                    if *n == 0 {
+                        self.version += 1;
+                    }
+                    *n += 1;
+                }
                 DiffItem::Remove(l) => {
                     if let Some(n) = self.devices.get_mut(&l.dev) {
                         *n -= 1;
                         if *n == 0 {
                             self.devices.remove(&l.dev);
+                            self.version += 1;
                         }
                     }
                 }
@@ -346,6 +358,7 @@ impl NetlinkReconciler {
             receive_buffer: None,
             links: LinkCache::default(),
             suppression_devices: Mutex::default(),
+            interest_made: Mutex::new(None),
             unwatched_recheck: UNWATCHED_RECHECK,
             unwatched_checked: Mutex::new(None),
         }
@@ -766,15 +779,32 @@ impl NetlinkReconciler {
         let base = report.errors.len() == errors_before && screened.dropped.is_empty() && !resynced;
         // Without a base, any change of a route in an owned table matters (a routing daemon's
         // route that kept one of the agent's out may have gone).
-        let interest = {
+        {
             let mut suppressed = self
                 .suppression_devices
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             suppressed.update(&desired.suppressed_local_routes);
-            interest(desired, &suppressed.devices, &links, s.conn.port(), !base)
-        };
-        m.set_interest(interest);
+            let inputs = InterestInputs {
+                mirror: mirror_id(m),
+                links_table: &links,
+                desired,
+                suppressed: suppressed.version,
+                own_port: s.conn.port(),
+                strict: !base,
+            };
+            let mut made = self.interest_made.lock().unwrap_or_else(|e| e.into_inner());
+            if !made.as_ref().is_some_and(|made| made.same(&inputs)) {
+                m.set_interest(interest(
+                    desired,
+                    &suppressed.devices,
+                    &links,
+                    s.conn.port(),
+                    !base,
+                ));
+                *made = Some(InterestMade::of(&inputs));
+            }
+        }
         if base {
             *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Last {
                 mirror: mirror_id(m),
@@ -838,6 +868,69 @@ impl NetlinkReconciler {
             }));
         }
         Ok(out)
+    }
+}
+
+/// What [`interest`] makes the mirror's interest from.
+struct InterestInputs<'a> {
+    mirror: usize,
+    links_table: &'a Arc<LinkTable>,
+    desired: &'a DesiredSystem,
+    /// [`SuppressionDevices::version`].
+    suppressed: u64,
+    own_port: u32,
+    strict: bool,
+}
+
+/// The inputs the mirror's interest was last made from, compared per reconcile: the links
+/// and the link table are shared versions (equal at a glance when unchanged), the ownership's
+/// device and table sets are small.
+struct InterestMade {
+    mirror: usize,
+    links_table: Arc<LinkTable>,
+    links: ObjectSet<LinkSpec>,
+    address_devices: BTreeSet<InterfaceName>,
+    all_address_devices: BTreeSet<InterfaceName>,
+    neighbour_devices: BTreeSet<InterfaceName>,
+    tables: BTreeSet<u32>,
+    swept_tables: BTreeSet<u32>,
+    suppressed: u64,
+    own_port: u32,
+    strict: bool,
+}
+
+impl InterestMade {
+    fn of(i: &InterestInputs<'_>) -> Self {
+        let o = &i.desired.ownership;
+        Self {
+            mirror: i.mirror,
+            links_table: i.links_table.clone(),
+            links: i.desired.links.clone(),
+            address_devices: o.address_devices.clone(),
+            all_address_devices: o.all_address_devices.clone(),
+            neighbour_devices: o.neighbour_devices.clone(),
+            tables: o.tables.clone(),
+            swept_tables: o.swept_tables.clone(),
+            suppressed: i.suppressed,
+            own_port: i.own_port,
+            strict: i.strict,
+        }
+    }
+
+    /// Whether [`interest`] would make the same interest of `i`.
+    fn same(&self, i: &InterestInputs<'_>) -> bool {
+        let o = &i.desired.ownership;
+        self.mirror == i.mirror
+            && Arc::ptr_eq(&self.links_table, i.links_table)
+            && self.suppressed == i.suppressed
+            && self.own_port == i.own_port
+            && self.strict == i.strict
+            && self.links == i.desired.links
+            && self.address_devices == o.address_devices
+            && self.all_address_devices == o.all_address_devices
+            && self.neighbour_devices == o.neighbour_devices
+            && self.tables == o.tables
+            && self.swept_tables == o.swept_tables
     }
 }
 
@@ -2202,6 +2295,119 @@ mod tests {
         }
     }
 
+    /// The interest is made again when anything it is made from differs, and only then.
+    #[test]
+    fn the_interest_is_made_again_when_an_input_differs() {
+        let dev = |n: &str| InterfaceName::new(n).unwrap();
+        let mut desired = DesiredSystem::default();
+        desired.links.insert(crate::system::LinkSpec {
+            name: dev("lo-100"),
+            kind: crate::system::LinkKind::Ifb,
+            master: None,
+            mac: None,
+            up: true,
+        });
+        desired.ownership.address_devices.insert(dev("bgp-nic"));
+        desired.ownership.tables.insert(200);
+        let table = Arc::new(LinkTable::default());
+        let inputs = |d: &'static DesiredSystem, t: &'static Arc<LinkTable>| InterestInputs {
+            mirror: 1,
+            links_table: t,
+            desired: d,
+            suppressed: 3,
+            own_port: 7,
+            strict: false,
+        };
+        let desired: &'static DesiredSystem = Box::leak(Box::new(desired));
+        let table: &'static Arc<LinkTable> = Box::leak(Box::new(table));
+        let made = InterestMade::of(&inputs(desired, table));
+        assert!(made.same(&inputs(desired, table)));
+        // A copy of the same state (not shared): still the same.
+        let copy: &'static DesiredSystem = Box::leak(Box::new(DesiredSystem {
+            links: desired.links.iter().cloned().collect(),
+            ..desired.clone()
+        }));
+        assert!(made.same(&inputs(copy, table)));
+        let other_table: &'static Arc<LinkTable> =
+            Box::leak(Box::new(Arc::new(LinkTable::default())));
+        assert!(
+            !made.same(&inputs(desired, other_table)),
+            "another link table"
+        );
+        let changed = |f: &dyn Fn(&mut DesiredSystem)| -> &'static DesiredSystem {
+            let mut d = desired.clone();
+            f(&mut d);
+            Box::leak(Box::new(d))
+        };
+        for (what, d) in [
+            ("links", changed(&|d| d.links.clear())),
+            (
+                "address devices",
+                changed(&|d| {
+                    d.ownership.address_devices.insert(dev("x"));
+                }),
+            ),
+            (
+                "all-address devices",
+                changed(&|d| {
+                    d.ownership.all_address_devices.insert(dev("x"));
+                }),
+            ),
+            (
+                "neighbour devices",
+                changed(&|d| {
+                    d.ownership.neighbour_devices.insert(dev("x"));
+                }),
+            ),
+            (
+                "tables",
+                changed(&|d| {
+                    d.ownership.tables.insert(300);
+                }),
+            ),
+            (
+                "swept tables",
+                changed(&|d| {
+                    d.ownership.swept_tables.insert(300);
+                }),
+            ),
+        ] {
+            assert!(!made.same(&inputs(d, table)), "{what}");
+        }
+        for (what, i) in [
+            (
+                "mirror",
+                InterestInputs {
+                    mirror: 2,
+                    ..inputs(desired, table)
+                },
+            ),
+            (
+                "suppressed devices",
+                InterestInputs {
+                    suppressed: 4,
+                    ..inputs(desired, table)
+                },
+            ),
+            (
+                "own port",
+                InterestInputs {
+                    own_port: 8,
+                    ..inputs(desired, table)
+                },
+            ),
+            (
+                "strict",
+                InterestInputs {
+                    strict: true,
+                    ..inputs(desired, table)
+                },
+            ),
+        ] {
+            assert!(!made.same(&i), "{what}");
+        }
+    }
+
     proptest::proptest! {
         /// Counted by difference, the devices are those of the set as it is now, after any
         /// sequence of versions (each derived from the last, or built afresh).
@@ -2226,9 +2432,15 @@ mod tests {
                         set.remove(&l);
                     }
                 }
+                let (devices_before, version_before): (BTreeSet<InterfaceName>, u64) =
+                    (counted.devices.keys().cloned().collect(), counted.version);
                 counted.update(&set);
                 let expected: BTreeSet<&InterfaceName> = set.iter().map(|l| &l.dev).collect();
                 let got: BTreeSet<&InterfaceName> = counted.devices.keys().collect();
+                // The version moves when the devices do (the mirror's interest is made again;
+                // it may also move for a device that left and came back within one update).
+                let moved = devices_before.iter().collect::<BTreeSet<_>>() != got;
+                proptest::prop_assert!(!moved || counted.version != version_before);
                 proptest::prop_assert_eq!(got, expected);
                 proptest::prop_assert_eq!(counted.devices.values().sum::<usize>(), set.len());
             }
