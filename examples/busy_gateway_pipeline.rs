@@ -20,8 +20,14 @@
 //! the underlay rendering of that set as the backend composes them), in full and as a delta,
 //! over N provider VMs with MACs in the global scope; one more is exposed per event.
 //!
-//! Run: `cargo run --release --example busy_gateway_pipeline [ovn] [EXPOSURES...]`
-//! (default 1000 10000 30000; `ovn` first: that section only).
+//! Then, with `l2` first (that section only, EXPOSURES being the routers of the cloud, default
+//! 1000 10000): the stretched-L2 driver over a cloud of R routers, each gateway on the one
+//! provider network (its network announced on-link once, every later gateway's a clash-free
+//! repeat) with one tenant subnet; a router port with a new subnet is added to a router per
+//! event: the routes from scratch, through the cache, and the underlay rendering as a delta.
+//!
+//! Run: `cargo run --release --example busy_gateway_pipeline [ovn|l2] [EXPOSURES...]`
+//! (default 1000 10000 30000; `ovn` or `l2` first: that section only).
 
 // A benchmark runs on the wall clock, not on tokio's pausable one.
 #![allow(clippy::disallowed_types)]
@@ -168,6 +174,15 @@ fn main() {
     let sizes = sizes();
     if std::env::args().nth(1).as_deref() == Some("ovn") {
         ovn_events(&sizes);
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("l2") {
+        let routers = if std::env::args().nth(2).is_some() {
+            sizes
+        } else {
+            vec![1000, 10_000]
+        };
+        stretched_l2_events(&routers);
         return;
     }
     let local = LocalChassis {
@@ -448,7 +463,7 @@ fn evpn_events(sizes: &[usize]) {
 fn sizes() -> Vec<usize> {
     let sizes: Vec<usize> = std::env::args()
         .skip(1)
-        .filter(|a| a != "ovn")
+        .filter(|a| a != "ovn" && a != "l2")
         .map(|a| a.parse().expect("exposure counts"))
         .collect();
     if sizes.is_empty() {
@@ -608,6 +623,106 @@ fn nb_events(sizes: &[usize]) {
             median(cached),
             recomputed,
             cache.last_stats().roots,
+        );
+    }
+}
+
+/// The stretched-L2 driver over a cloud of `routers` routers and its underlay rendering, one
+/// router port with a new subnet added per event (see the module doc).
+fn stretched_l2_events(sizes: &[usize]) {
+    use ovn_bgp_agent::drivers::stretched_l2::compute::{
+        RouteCache, StretchedOptions, compute as l2,
+    };
+    let settings = UnderlaySettings {
+        bgp_nic: InterfaceName::new("bgp-nic").unwrap(),
+        bgp_vrf: InterfaceName::new("bgp-vrf").unwrap(),
+        vrf_table: 10,
+        vrf_kind: VrfKind::Vrf,
+        nic_kind: NicKind::Dummy,
+        rule_priority: 32000,
+    };
+    let facts = Facts::default();
+    let options = StretchedOptions::default();
+    println!(
+        "| l2: routers in the cloud | routes | from scratch (ms) | cached (ms) | roots recomputed | render as a delta (ms) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for &n in sizes {
+        let mut model = SbModel::default();
+        for r in 0..n {
+            let dp = format!("dp-r{r}");
+            let gw = format!(
+                "fa:16:3e:10:{:02x}:{:02x} {}/16",
+                (r >> 8) % 256,
+                r % 256,
+                ip([172, 24], r + 1)
+            );
+            model.upsert_port(port(
+                format!("cr-{r}"),
+                format!("cr-lrp-r{r}"),
+                "chassisredirect",
+                &dp,
+                vec![gw],
+            ));
+            let sub = format!(
+                "fa:16:3e:20:{:02x}:{:02x} 10.{}.{}.1/24",
+                (r >> 8) % 256,
+                r % 256,
+                r / 256,
+                r % 256
+            );
+            model.upsert_port(port(
+                format!("lrp-{r}"),
+                format!("lrp-s{r}"),
+                "patch",
+                &dp,
+                vec![sub],
+            ));
+        }
+        let mut cache = RouteCache::default();
+        let first = cache.compute(&model, &options);
+        let mut incremental = IncrementalRender::default();
+        incremental.render(&settings, &facts, &Arc::new(first.clone()));
+        let (mut scratch, mut cached, mut delta) = (Vec::new(), Vec::new(), Vec::new());
+        let mut recomputed = 0;
+        for e in 0..EVENTS {
+            let r = (e * 7919) % n;
+            let mac = format!(
+                "fa:16:3e:30:00:{:02x} 11.{}.{}.1/24",
+                e % 256,
+                e / 256,
+                e % 256
+            );
+            model.upsert_port(port(
+                format!("lrp-e{e}"),
+                format!("lrp-e{e}"),
+                "patch",
+                &format!("dp-r{r}"),
+                vec![mac],
+            ));
+            let t = Instant::now();
+            let fresh = l2(&model, &options);
+            scratch.push(t.elapsed());
+            let t = Instant::now();
+            let set = cache.compute(&model, &options);
+            cached.push(t.elapsed());
+            recomputed = cache.last_stats().recomputed;
+            assert_eq!(set, fresh);
+            let shared = Arc::new(set);
+            let t = Instant::now();
+            incremental.render(&settings, &facts, &shared);
+            delta.push(t.elapsed());
+            assert!(!incremental.stats().full);
+        }
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {} of {} | {:.2} |",
+            n,
+            first.global().routes.len(),
+            median(scratch),
+            median(cached),
+            recomputed,
+            cache.last_stats().roots,
+            median(delta)
         );
     }
 }
