@@ -644,9 +644,9 @@ fn stretched_l2_events(sizes: &[usize]) {
     let facts = Facts::default();
     let options = StretchedOptions::default();
     println!(
-        "| l2: routers in the cloud | routes | from scratch (ms) | cached (ms) | roots recomputed | render as a delta (ms) |"
+        "| l2: routers in the cloud | routes | from scratch (ms) | cached (ms) | roots recomputed | route attempts decided | render as a delta (ms) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for &n in sizes {
         let mut model = SbModel::default();
         for r in 0..n {
@@ -684,7 +684,7 @@ fn stretched_l2_events(sizes: &[usize]) {
         let mut incremental = IncrementalRender::default();
         incremental.render(&settings, &facts, &Arc::new(first.clone()));
         let (mut scratch, mut cached, mut delta) = (Vec::new(), Vec::new(), Vec::new());
-        let mut recomputed = 0;
+        let (mut recomputed, mut decided) = (0, 0);
         for e in 0..EVENTS {
             let r = (e * 7919) % n;
             let mac = format!(
@@ -707,6 +707,7 @@ fn stretched_l2_events(sizes: &[usize]) {
             let set = cache.compute(&model, &options);
             cached.push(t.elapsed());
             recomputed = cache.last_stats().recomputed;
+            decided = cache.last_layout().attempts_decided;
             assert_eq!(set, fresh);
             let shared = Arc::new(set);
             let t = Instant::now();
@@ -715,13 +716,14 @@ fn stretched_l2_events(sizes: &[usize]) {
             assert!(!incremental.stats().full);
         }
         println!(
-            "| {} | {} | {:.2} | {:.2} | {} of {} | {:.2} |",
+            "| {} | {} | {:.2} | {:.2} | {} of {} | {} | {:.2} |",
             n,
             first.global().routes.len(),
             median(scratch),
             median(cached),
             recomputed,
             cache.last_stats().roots,
+            decided,
             median(delta)
         );
     }

@@ -295,6 +295,11 @@ pub struct NdPrefix {
 /// nodes they do not share ([`imbl::OrdMap::diff`]); serialized as a map (issue 17).
 pub type IpMap = imbl::OrdMap<IpAddr, Arc<ExposedIp>>;
 
+/// The routes of one scope: a persistent ordered map as [`IpMap`] (issue 17): the stretched-L2
+/// driver changes a cloud's tens of thousands of routes by what an event changed, and the stages
+/// after it compare two versions by visiting only the nodes they do not share.
+pub type RouteMap = imbl::OrdMap<IpNet, ExposedRoute>;
+
 /// An IP that differs between two versions of a scope's map: gone (`new` is `None`), come
 /// (`old` is `None`) or changed (both).
 pub(crate) struct IpChange<'a> {
@@ -337,8 +342,9 @@ pub struct ExposureScope {
     /// map ([`IpMap`]): the next set shares all but what changed with the last one, and the
     /// stages after the driver compare the two by visiting only that.
     pub ips: IpMap,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub routes: BTreeMap<IpNet, ExposedRoute>,
+    /// A persistent map ([`RouteMap`]), as the IPs.
+    #[serde(default, skip_serializing_if = "imbl::OrdMap::is_empty")]
+    pub routes: RouteMap,
     pub subnets: BTreeSet<ExposedSubnet>,
     /// IPs a later producer also claimed in this scope (the first producer keeps the IP). Kept
     /// so that the policy stage can resolve and report the conflicts that matter (a tenant IP

@@ -160,18 +160,23 @@ impl PolicyStage {
             scope.ips = judged.kept.clone();
             skipped.extend(judged.refused.values().cloned());
             self.last.insert(*scope_id, judged);
-            scope
+            // Removed one by one, only when refused: the kept routes' map stays the driver's
+            // (shared with its last one, which the render compares it with).
+            let refused_routes: Vec<IpNet> = scope
                 .routes
-                .retain(|net, route| match ctx.refuse_prefix(*net) {
-                    Some(reason) => {
-                        skipped.push(refused(
-                            &route.source,
-                            format!("route in scope {scope_id}: {reason}"),
-                        ));
-                        false
-                    }
-                    None => true,
-                });
+                .iter()
+                .filter_map(|(net, route)| {
+                    let reason = ctx.refuse_prefix(*net)?;
+                    skipped.push(refused(
+                        &route.source,
+                        format!("route in scope {scope_id}: {reason}"),
+                    ));
+                    Some(*net)
+                })
+                .collect();
+            for net in refused_routes {
+                scope.routes.remove(&net);
+            }
             scope.subnets.retain(|subnet| {
                 let reason = ctx
                     .refuse_prefix(subnet.router_ip.trunc())

@@ -226,19 +226,27 @@ fn update(state: &mut State, settings: &UnderlaySettings, exposures: &Arc<Exposu
     let (old, new) = (last.global(), exposures.global());
     // The IPs (tens of thousands) through their maps' shared structure: only the paths the
     // driver changed are visited; an IP in both is compared through its value (`Arc`s of
-    // unchanged IPs are the same allocation: compared by pointer). The other classes (a few
-    // per router) merged by their key.
+    // unchanged IPs are the same allocation: compared by pointer). The subnets (a few per
+    // router) merged by their key.
     let ips = ip_changes(&old.ips, &new.ips).flat_map(|c| {
         [
             c.old.map(|e| (false, Item::Ip(c.ip, e))),
             c.new.map(|e| (true, Item::Ip(c.ip, e))),
         ]
     });
-    let routes = differences(&old.routes, &new.routes);
+    // The routes too (the stretched-L2 driver announces one per router of the cloud): a
+    // persistent map, whose versions share all but what the driver changed.
+    let routes = old.routes.diff(&new.routes).flat_map(|d| match d {
+        imbl::ordmap::DiffItem::Add(p, r) => [None, Some(Side::New(p, r))],
+        imbl::ordmap::DiffItem::Remove(p, r) => [Some(Side::Old(p, r)), None],
+        imbl::ordmap::DiffItem::Update { old, new } => {
+            [Some(Side::Old(old.0, old.1)), Some(Side::New(new.0, new.1))]
+        }
+    });
     let subnets = differences(old.subnets.iter().map(keyed), new.subnets.iter().map(keyed));
     let sides = ips
         .flatten()
-        .chain(routes.into_iter().map(|side| match side {
+        .chain(routes.flatten().map(|side| match side {
             Side::Old(p, r) => (false, Item::Route(p, r)),
             Side::New(p, r) => (true, Item::Route(p, r)),
         }))

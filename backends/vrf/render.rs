@@ -30,8 +30,8 @@ use crate::caps::frr::objects::FrrObject;
 use crate::caps::frr::templates::{AddVrf, ConfigureNd};
 use crate::caps::frr::values::{RouteDistinguisher, Vni};
 use crate::exposure::{
-    EvpnAttachment, EvpnParams, ExposedIp, ExposedRoute, ExposedSubnet, ExposureScope, ExposureSet,
-    LocalnetAttachment, ProviderNetwork, ScopeId,
+    EvpnAttachment, EvpnParams, ExposedIp, ExposedSubnet, ExposureScope, ExposureSet,
+    LocalnetAttachment, ProviderNetwork, RouteMap, ScopeId,
 };
 use crate::plugin::Rendered;
 use crate::system::{
@@ -331,7 +331,8 @@ impl ScopeFrame {
 pub(super) struct FrameInputs {
     params: Option<EvpnParams>,
     subnets: BTreeSet<ExposedSubnet>,
-    routes: BTreeMap<IpNet, ExposedRoute>,
+    /// Shared with the scope's: compared by visiting only the nodes they do not share.
+    routes: RouteMap,
     /// The MAC of each subnet's gateway address (the redirect flows' source MAC).
     gateway_macs: Vec<Option<MacAddr>>,
 }

@@ -19,15 +19,25 @@
 //! ports of its router's datapath, the patch ports carrying address scopes); [`RouteCache`]
 //! keeps each gateway's steps and recomputes a gateway only when a generation it read moved, so
 //! a router port changed on one of a thousand routers re-reads that router. Which route of a
-//! prefix is announced depends on the gateways before (the first stays, a clash is reported),
-//! so the steps are replayed in the gateways' order on every call: [`compute`] is the cache
-//! started empty.
+//! prefix is announced depends on the gateways before (the first stays, a clash is reported):
+//! the steps are laid out as a delta of the last layout (`super::layout`), so a gateway that
+//! came, went or changed re-decides only the prefixes it routes (or routed) and the attempts
+//! whose view of them changed, and the route map of the set is the last one with those
+//! prefixes changed. What is left per event for an unchanged gateway is the check of its
+//! lookups' generations and of its result's version (the model has no list of the gateways
+//! it changed); none of its steps is looked at. [`compute`] is the cache started empty.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use crate::exposure::{ExposedRoute, ExposureSet, RealisationNeed, RouteKind};
+pub use super::layout::RouteLayoutStats;
+use super::layout::{GatewayKey, RouteLayout};
+use crate::exposure::{
+    ExposedRoute, ExposureSet, RealisationNeed, RootKey, RouteKind, next_version,
+};
+use crate::hash::{HashMap, HashSet};
 use crate::ovn::generations::{CacheStats, ReadSet};
 use crate::ovn::neutron;
 use crate::ovn::sb::condition::CR_LRP_PREFIX;
@@ -35,7 +45,7 @@ use crate::ovn::sb::model::{
     CHASSISREDIRECT, ModelKey, PortBinding, RecordedLookups, SbModel, Uuid, parse_port_addresses,
 };
 
-const TABLE: &str = "Port_Binding";
+pub(crate) const TABLE: &str = "Port_Binding";
 /// Prefix of a router port's name; the rest is the id of its peer, the switch-side patch port.
 pub(crate) const LRP_PREFIX: &str = "lrp-";
 
@@ -101,42 +111,68 @@ fn row(port: &PortBinding) -> String {
     format!("{} ({})", port.uuid, port.logical_port)
 }
 
-/// One step of a gateway's result, replayed in the roots' order: whether a route is
+/// One step of a gateway's result, laid out in the roots' order: whether a route is
 /// announced depends on the routes of the gateways before it (the first of a prefix stays).
 #[derive(Debug)]
-enum Step {
+pub(crate) enum Step {
     /// A row of [`TABLE`] that cannot be used: (row, reason).
     Skip(String, String),
     /// `<router subnet> via <gateway ip>` and the gateway's network on-link, unless they
     /// clash with what is already announced.
-    Route(Box<RouteAttempt>),
+    /// Shared with the layout, which keeps the attempts it laid.
+    Route(Arc<RouteAttempt>),
 }
 
 #[derive(Debug)]
-struct RouteAttempt {
-    subnet: ExposedRoute,
-    link: ExposedRoute,
-    gateway_ip: IpNet,
+pub(crate) struct RouteAttempt {
+    pub(crate) subnet: ExposedRoute,
+    pub(crate) link: ExposedRoute,
+    pub(crate) gateway_ip: IpNet,
     /// The rows a clash is reported on.
-    crlrp_row: String,
-    lrp_row: String,
+    pub(crate) crlrp_row: String,
+    pub(crate) lrp_row: String,
 }
 
 /// A gateway's steps and what they were computed from.
 #[derive(Debug)]
 struct RootResult {
     read: ReadSet<ModelKey>,
-    steps: Vec<Step>,
+    /// Shared with the layout, which takes them out when the gateway changes or goes.
+    steps: Arc<[Step]>,
+    /// Tells this result from the one that replaces it ([`RouteLayout`]).
+    version: u64,
+}
+
+/// A gateway in the order of production: `chassisredirect_ports()`'s, by logical port name
+/// then uuid (as the model's index holds them).
+struct GatewayOrder<'a>(&'a PortBinding);
+
+impl RootKey for GatewayOrder<'_> {
+    type Owned = GatewayKey;
+
+    fn to_owned_key(&self) -> GatewayKey {
+        (self.0.logical_port.clone(), self.0.uuid.clone())
+    }
+
+    fn cmp_owned(&self, (name, uuid): &GatewayKey) -> std::cmp::Ordering {
+        self.0
+            .logical_port
+            .as_str()
+            .cmp(name)
+            .then_with(|| self.0.uuid.cmp(uuid))
+    }
 }
 
 /// The per-gateway results of the last computation (issue 17: an event recomputes the
-/// gateways whose lookups changed, not every router of the cloud; the routes are then laid out
-/// by replaying every gateway's steps in order, a few per router).
+/// gateways whose lookups changed, not every router of the cloud, and lays out only their
+/// steps: see the module documentation).
 #[derive(Debug, Default)]
 pub struct RouteCache {
     /// The address scopes the results hold for.
     scopes: Option<Option<BTreeSet<String>>>,
     roots: HashMap<Uuid, RootResult>,
+    /// The gateways' steps as last laid out.
+    layout: RouteLayout,
     last: CacheStats,
 }
 
@@ -170,19 +206,20 @@ impl RouteCache {
                 root.gateway(crlrp);
                 let result = RootResult {
                     read: root.lookups.finish(),
-                    steps: root.steps,
+                    steps: root.steps.into(),
+                    version: next_version(),
                 };
                 self.roots.insert(crlrp.uuid.clone(), result);
             }
         }
-        for crlrp in &gateways {
-            for step in &self.roots[&crlrp.uuid].steps {
-                match step {
-                    Step::Skip(row, reason) => out.skip(TABLE, row.clone(), reason.clone()),
-                    Step::Route(attempt) => announce(&mut out, attempt),
-                }
-            }
-        }
+        // Laid out in the gateways' order once every one is current: only those whose result
+        // changed are looked at.
+        let roots = &self.roots;
+        let laid = gateways.iter().map(|crlrp| {
+            let root = &roots[&crlrp.uuid];
+            (GatewayOrder(crlrp), root.version, &root.steps)
+        });
+        self.layout.lay(laid, &mut out);
         if self.roots.len() != gateways.len() {
             let seen: HashSet<&Uuid> = gateways.iter().map(|g| &g.uuid).collect();
             self.roots.retain(|u, _| seen.contains(u));
@@ -194,6 +231,11 @@ impl RouteCache {
     /// How the last [`RouteCache::compute`] went.
     pub fn last_stats(&self) -> CacheStats {
         self.last
+    }
+
+    /// How the last [`RouteCache::compute`] laid its routes out.
+    pub fn last_layout(&self) -> RouteLayoutStats {
+        self.layout.stats()
     }
 }
 
@@ -346,7 +388,7 @@ impl Root<'_> {
         lrp: &PortBinding,
         router_ip: IpNet,
     ) {
-        self.steps.push(Step::Route(Box::new(RouteAttempt {
+        self.steps.push(Step::Route(Arc::new(RouteAttempt {
             subnet: ExposedRoute {
                 prefix: router_ip.trunc(),
                 kind: RouteKind::TenantSubnet,
@@ -368,58 +410,81 @@ impl Root<'_> {
     }
 }
 
-/// Announce `attempt` in `out` unless it clashes with what is announced already: the first
-/// route of a prefix stays, a clash is reported.
-fn announce(out: &mut ExposureSet, attempt: &RouteAttempt) {
-    let RouteAttempt {
-        subnet,
-        link,
-        gateway_ip,
-        crlrp_row,
-        lrp_row,
-    } = attempt;
-    if let Some(first) = out.global().routes.get(&subnet.prefix)
-        && first != subnet
-    {
-        let reason = format!(
-            "route {} via {}: {} is already announced {} (from {})",
-            subnet.prefix,
-            gateway_ip.addr(),
-            subnet.prefix,
-            first
-                .via
-                .map_or_else(|| "on-link".to_owned(), |v| format!("via {v}")),
-            first.source
-        );
-        return out.skip(TABLE, lrp_row.clone(), reason);
-    }
-    if link.prefix == subnet.prefix {
-        let reason = format!(
-            "subnet {} is the network of its own gateway {}: routed via itself",
-            subnet.prefix, gateway_ip
-        );
-        return out.skip(TABLE, lrp_row.clone(), reason);
-    }
-    if let Some(first) = out.global().routes.get(&link.prefix)
-        && first.via.is_some()
-    {
-        let reason = format!(
-            "gateway network {} is also a routed subnet (via {}, from {}): its routes are \
-             not announced",
-            link.prefix,
-            first.via.map(|v| v.to_string()).unwrap_or_default(),
-            first.source
-        );
-        return out.skip(TABLE, crlrp_row.clone(), reason);
-    }
-    let global = out.global_mut();
-    global.expose_route(link.clone());
-    global.expose_route(subnet.clone());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reference the layout must equal (the computation before issue 17's delta): announce
+    /// `attempt` in `out` unless it clashes with what is announced already: the first route of a
+    /// prefix stays, a clash is reported.
+    fn announce(out: &mut ExposureSet, attempt: &RouteAttempt) {
+        let RouteAttempt {
+            subnet,
+            link,
+            gateway_ip,
+            crlrp_row,
+            lrp_row,
+        } = attempt;
+        if let Some(first) = out.global().routes.get(&subnet.prefix)
+            && first != subnet
+        {
+            let reason = format!(
+                "route {} via {}: {} is already announced {} (from {})",
+                subnet.prefix,
+                gateway_ip.addr(),
+                subnet.prefix,
+                first
+                    .via
+                    .map_or_else(|| "on-link".to_owned(), |v| format!("via {v}")),
+                first.source
+            );
+            return out.skip(TABLE, lrp_row.clone(), reason);
+        }
+        if link.prefix == subnet.prefix {
+            let reason = format!(
+                "subnet {} is the network of its own gateway {}: routed via itself",
+                subnet.prefix, gateway_ip
+            );
+            return out.skip(TABLE, lrp_row.clone(), reason);
+        }
+        if let Some(first) = out.global().routes.get(&link.prefix)
+            && first.via.is_some()
+        {
+            let reason = format!(
+                "gateway network {} is also a routed subnet (via {}, from {}): its routes are \
+                 not announced",
+                link.prefix,
+                first.via.map(|v| v.to_string()).unwrap_or_default(),
+                first.source
+            );
+            return out.skip(TABLE, crlrp_row.clone(), reason);
+        }
+        let global = out.global_mut();
+        global.expose_route(link.clone());
+        global.expose_route(subnet.clone());
+    }
+
+    /// Every gateway's steps replayed in order into a fresh set, as before issue 17's delta.
+    fn replayed(model: &SbModel, options: &StretchedOptions) -> ExposureSet {
+        let mut out = ExposureSet::default();
+        out.needs.insert(RealisationNeed::RedistributeKernelOnly);
+        out.needs.insert(RealisationNeed::SweepVrfTable);
+        for crlrp in model.chassisredirect_ports() {
+            let mut root = Root {
+                lookups: RecordedLookups::new(model),
+                options,
+                steps: Vec::new(),
+            };
+            root.gateway(crlrp);
+            for step in &root.steps {
+                match step {
+                    Step::Skip(row, reason) => out.skip(TABLE, row.clone(), reason.clone()),
+                    Step::Route(attempt) => announce(&mut out, attempt),
+                }
+            }
+        }
+        out
+    }
 
     const ROUTER_DP: &str = "dp-router";
 
@@ -619,49 +684,92 @@ mod tests {
         );
     }
 
-    /// The cache against a computation from scratch, after every step of random row changes:
-    /// gateways and router ports of two routers coming, going, moving between routers and
-    /// changing addresses (clashing subnets, a subnet that is its gateway's network, broken
-    /// MACs), the patch ports carrying the address scopes, with and without scopes configured.
+    /// The cache against a computation from scratch and against the replay of every gateway's
+    /// steps in order (the computation before the delta layout), after every step of random
+    /// row changes: gateways and router ports of four routers coming, going, moving between
+    /// routers, renamed (a gateway reordered: the first of a prefix changes) and changing
+    /// addresses (clashing subnets, gateways sharing a network or an address, a gateway network
+    /// that is another router's subnet, a subnet that is its gateway's network, broken MACs),
+    /// the patch ports carrying the address scopes, with and without scopes configured.
     mod cache {
         use super::*;
         use proptest::prelude::*;
 
-        const NAMES: [&str; 9] = [
+        const NAMES: [&str; 12] = [
             "cr-lrp-gw0",
             "cr-lrp-gw1",
+            "cr-lrp-a",
+            "cr-lrp-z",
             "lrp-gw0",
             "lrp-s0",
             "lrp-s1",
+            "lrp-s2",
             "gw0",
             "s0",
             "s1",
             "x",
         ];
         const TYPES: [&str; 3] = ["chassisredirect", "patch", ""];
-        const DATAPATHS: [&str; 3] = ["dp-r0", "dp-r1", "dp-s"];
-        const MACS: [&str; 7] = [
+        const DATAPATHS: [&str; 5] = ["dp-r0", "dp-r1", "dp-r2", "dp-r3", "dp-s"];
+        const MACS: [&str; 11] = [
             "fa:16:3e:00:00:01 172.24.4.10/24 2001:db8::a/64",
             "fa:16:3e:00:00:02 172.24.5.10/24",
             "fa:16:3e:00:00:03 10.0.0.1/24 fd00:10::1/64",
             "fa:16:3e:00:00:04 10.0.0.254/24",
             "fa:16:3e:00:00:05 172.24.4.1/24",
+            // Another gateway on the first one's network: the network's route is one, from
+            // the first gateway.
+            "fa:16:3e:00:00:06 172.24.4.20/24",
+            // A gateway whose network is a router's subnet.
+            "fa:16:3e:00:00:07 10.0.0.5/24",
+            "fa:16:3e:00:00:08 10.1.0.1/24 fd00:10::2/64",
+            "fa:16:3e:00:00:09 2001:db8::b/64",
             "not a mac",
             "",
         ];
+        /// The addresses of [`Step::Router`]'s ports: two networks and subnets in them.
+        const ROUTER_MACS: [&str; 6] = [
+            "fa:16:3e:00:01:01 172.24.4.30/24",
+            "fa:16:3e:00:01:02 172.24.4.31/24",
+            "fa:16:3e:00:01:03 10.0.0.30/24",
+            "fa:16:3e:00:01:04 10.0.0.31/24",
+            "fa:16:3e:00:01:05 172.24.4.32/24",
+            "fa:16:3e:00:01:06 192.168.0.1/24",
+        ];
         const SCOPES: [Option<&str>; 3] = [Some("as-a"), Some("as-b"), None];
+        const SLOTS: usize = 8;
 
         #[derive(Debug, Clone)]
         enum Step {
-            Port { slot: usize, f: [usize; 6] },
+            Port {
+                slot: usize,
+                f: [usize; 6],
+            },
+            /// The port of a slot under another name, all else kept (a gateway reordered).
+            Rename {
+                slot: usize,
+                name: usize,
+            },
+            /// A router of its own (a gateway and a router port on a datapath of their own, in
+            /// slots of their own), its addresses among a few: routers often clash, and the
+            /// first of several routing a prefix, or announcing a network, changes.
+            Router {
+                r: usize,
+                name: usize,
+                gw: usize,
+                sub: usize,
+            },
             Remove(usize),
         }
 
         fn step() -> impl Strategy<Value = Step> {
             prop_oneof![
-                5 => (0..6usize, (0..NAMES.len(), 0..TYPES.len(), 0..DATAPATHS.len(), 0..MACS.len(), 0..3usize, 0..SCOPES.len()))
+                5 => (0..SLOTS, (0..NAMES.len(), 0..TYPES.len(), 0..DATAPATHS.len(), 0..MACS.len(), 0..3usize, 0..SCOPES.len()))
                     .prop_map(|(slot, (a, b, c, d, e, g))| Step::Port { slot, f: [a, b, c, d, e, g] }),
-                1 => (0..6usize).prop_map(Step::Remove),
+                1 => (0..SLOTS, 0..4usize).prop_map(|(slot, name)| Step::Rename { slot, name }),
+                4 => (0..4usize, 0..4usize, 0..ROUTER_MACS.len(), 0..ROUTER_MACS.len())
+                    .prop_map(|(r, name, gw, sub)| Step::Router { r, name, gw, sub }),
+                1 => (0..SLOTS).prop_map(Step::Remove),
             ]
         }
 
@@ -694,7 +802,34 @@ mod tests {
                     }
                     model.upsert_port(p);
                 }
+                Step::Rename { slot, name } => {
+                    let uuid = format!("pb-{slot}");
+                    if let Some(p) = model.all_ports().into_iter().find(|p| p.uuid == uuid) {
+                        let mut p = p.clone();
+                        p.logical_port = NAMES[*name].into();
+                        model.upsert_port(p);
+                    }
+                }
                 Step::Remove(slot) => model.remove_port(&format!("pb-{slot}")),
+                Step::Router { r, name, gw, sub } => {
+                    let datapath = format!("dp-router-{r}");
+                    let mut cr = port(
+                        &format!("router-gw-{r}"),
+                        NAMES[*name],
+                        "chassisredirect",
+                        ROUTER_MACS[*gw],
+                    );
+                    cr.datapath = datapath.clone();
+                    model.upsert_port(cr);
+                    let mut lrp = port(
+                        &format!("router-sub-{r}"),
+                        &format!("lrp-router-{r}"),
+                        "patch",
+                        ROUTER_MACS[*sub],
+                    );
+                    lrp.datapath = datapath;
+                    model.upsert_port(lrp);
+                }
             }
         }
 
@@ -703,7 +838,7 @@ mod tests {
 
             #[test]
             fn the_cache_always_equals_a_computation_from_scratch(
-                steps in prop::collection::vec(step(), 1..50),
+                steps in prop::collection::vec(step(), 1..60),
                 scoped in any::<bool>(),
             ) {
                 let options = StretchedOptions {
@@ -719,9 +854,104 @@ mod tests {
                     }
                     let cached = cache.compute(&model, &options);
                     let fresh = compute(&model, &options);
-                    prop_assert_eq!(cached, fresh, "after step {}: {:?}", i, s);
+                    prop_assert_eq!(&cached, &fresh, "after step {}: {:?}", i, s);
+                    // The skips in the same order (the set's equality compares the list).
+                    prop_assert_eq!(&cached, &replayed(&model, &options), "after step {}: {:?}", i, s);
                 }
             }
+        }
+
+        /// A cloud of routers whose gateways share the provider network: an event decides
+        /// again the route attempts of the gateway it touched and those whose view of a prefix
+        /// changed, not every gateway's, and the new route map shares all but those prefixes
+        /// with the last one.
+        #[test]
+        fn an_event_decides_only_the_routes_it_touched() {
+            let mut m = SbModel::default();
+            let router = |m: &mut SbModel, r: usize, subnet: &str| {
+                let dp = format!("dp-r{r}");
+                let mut cr = port(
+                    &format!("cr{r}"),
+                    &format!("cr-lrp-r{r:03}"),
+                    "chassisredirect",
+                    &format!(
+                        "fa:16:3e:00:01:{:02x} 172.24.{}.{}/16",
+                        r % 256,
+                        r / 200,
+                        1 + r % 200
+                    ),
+                );
+                cr.datapath = dp.clone();
+                m.upsert_port(cr);
+                let mut lrp = port(
+                    &format!("l{r}"),
+                    &format!("lrp-t{r}"),
+                    "patch",
+                    &format!("fa:16:3e:00:02:{:02x} {subnet}", r % 256),
+                );
+                lrp.datapath = dp;
+                m.upsert_port(lrp);
+            };
+            for r in 0..200 {
+                router(&mut m, r, &format!("10.{r}.0.1/24"));
+            }
+            let options = StretchedOptions::default();
+            let mut cache = RouteCache::default();
+            let first = cache.compute(&m, &options);
+            assert_eq!(first.global().routes.len(), 201);
+            assert_eq!(cache.last_layout().attempts_decided, 200);
+            let decided = |cache: &RouteCache, gateways_laid, attempts_decided| {
+                assert_eq!(
+                    cache.last_layout(),
+                    RouteLayoutStats {
+                        gateways_laid,
+                        attempts_decided
+                    }
+                );
+            };
+
+            // A second subnet on router 7: its gateway's two attempts.
+            let mut lrp = port("l7b", "lrp-t7b", "patch", "fa:16:3e:00:03:07 11.7.0.1/24");
+            lrp.datapath = "dp-r7".into();
+            m.upsert_port(lrp);
+            let second = cache.compute(&m, &options);
+            decided(&cache, 1, 2);
+            assert_eq!(second, replayed(&m, &options));
+            assert_eq!(
+                first.global().routes.diff(&second.global().routes).count(),
+                1
+            );
+
+            // The first gateway of the network goes: the next one's route of it is announced
+            // (one attempt decided again: those after it see an on-link route as before).
+            m.remove_port("cr0");
+            let third = cache.compute(&m, &options);
+            decided(&cache, 1, 1);
+            assert_eq!(third, replayed(&m, &options));
+            assert_eq!(
+                second.global().routes.diff(&third.global().routes).count(),
+                2
+            );
+
+            // Router 150 routes router 9's subnet: reported as a clash, nothing else decided.
+            router(&mut m, 150, "10.9.0.254/24");
+            let fourth = cache.compute(&m, &options);
+            decided(&cache, 1, 1);
+            assert_eq!(fourth, replayed(&m, &options));
+            assert_eq!(fourth.skipped.len(), 1, "{:?}", fourth.skipped);
+            // Router 9's subnet goes: router 150's route of it is announced, the clash is not.
+            let mut lrp = port("l9", "lrp-t9", "patch", "fa:16:3e:00:02:09 11.9.0.1/24");
+            lrp.datapath = "dp-r9".into();
+            m.upsert_port(lrp);
+            let fifth = cache.compute(&m, &options);
+            decided(&cache, 1, 2);
+            assert_eq!(fifth, replayed(&m, &options));
+            assert!(fifth.skipped.is_empty());
+
+            // Nothing changed: nothing laid, the same routes.
+            let sixth = cache.compute(&m, &options);
+            decided(&cache, 0, 0);
+            assert!(sixth.global().routes.ptr_eq(&fifth.global().routes));
         }
 
         /// A router port changed on one router recomputes that router's gateway only.

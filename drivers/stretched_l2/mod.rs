@@ -9,6 +9,7 @@
 
 pub mod compute;
 pub(crate) mod explain;
+mod layout;
 pub mod live;
 pub mod replay;
 
