@@ -23,9 +23,13 @@
 //! the steps are laid out as a delta of the last layout (`super::layout`), so a gateway that
 //! came, went or changed re-decides only the prefixes it routes (or routed) and the attempts
 //! whose view of them changed, and the route map of the set is the last one with those
-//! prefixes changed. What is left per event for an unchanged gateway is the check of its
-//! lookups' generations and of its result's version (the model has no list of the gateways
-//! it changed); none of its steps is looked at. [`compute`] is the cache started empty.
+//! prefixes changed. Nor are the unchanged gateways walked: the cache keeps which gateways
+//! read each lookup, and the model logs the lookups it stamped (`Generations::stamped_since`),
+//! so an event looks at the gateways of the lookups it stamped and at those named by one (a
+//! gateway that came or was renamed). Every gateway is walked (its lookups' generations and
+//! its result's version checked, none of its steps looked at) only on the first call and
+//! when the model no longer logs all that changed since the last (its log keeps about one
+//! change per live row; a new epoch forgets it). [`compute`] is the cache started empty.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -141,6 +145,8 @@ struct RootResult {
     steps: Arc<[Step]>,
     /// Tells this result from the one that replaces it ([`RouteLayout`]).
     version: u64,
+    /// Where it was laid in the order of production.
+    key: GatewayKey,
 }
 
 /// A gateway in the order of production: `chassisredirect_ports()`'s, by logical port name
@@ -171,6 +177,11 @@ pub struct RouteCache {
     /// The address scopes the results hold for.
     scopes: Option<Option<BTreeSet<String>>>,
     roots: HashMap<Uuid, RootResult>,
+    /// The gateways that read each key: those to look at again when it is stamped.
+    readers: HashMap<ModelKey, HashSet<Uuid>>,
+    /// The model's epoch and clock the results are current to: the next call looks only at
+    /// the gateways of the keys stamped since, while the model still logs them.
+    current: Option<(u64, u64)>,
     /// The gateways' steps as last laid out.
     layout: RouteLayout,
     last: CacheStats,
@@ -181,6 +192,8 @@ impl RouteCache {
     pub fn compute(&mut self, model: &SbModel, options: &StretchedOptions) -> ExposureSet {
         if self.scopes.as_ref() != Some(&options.address_scopes) {
             self.roots.clear();
+            self.readers.clear();
+            self.current = None;
             self.scopes = Some(options.address_scopes.clone());
         }
         let mut out = ExposureSet::default();
@@ -188,6 +201,30 @@ impl RouteCache {
         // else, and the table's stray routes are removed, whatever is announced.
         out.needs.insert(RealisationNeed::RedistributeKernelOnly);
         out.needs.insert(RealisationNeed::SweepVrfTable);
+        let generations = model.generations();
+        let stamped = self
+            .current
+            .filter(|(epoch, _)| *epoch == generations.epoch())
+            .and_then(|(_, clock)| generations.stamped_since(clock));
+        match stamped {
+            Some(keys) => {
+                let keys: Vec<&ModelKey> = keys.collect();
+                self.changed(model, options, keys, &mut out);
+            }
+            None => self.every_gateway(model, options, &mut out),
+        }
+        self.current = Some((generations.epoch(), generations.clock()));
+        out
+    }
+
+    /// Look at every gateway of the model: the first call, and after the model forgot what
+    /// changed (its log is bounded, its epoch moved).
+    fn every_gateway(
+        &mut self,
+        model: &SbModel,
+        options: &StretchedOptions,
+        out: &mut ExposureSet,
+    ) {
         let mut stats = CacheStats::default();
         let gateways = model.chassisredirect_ports();
         for crlrp in &gateways {
@@ -198,18 +235,7 @@ impl RouteCache {
                 .is_some_and(|r| r.read.still_valid(model.generations()));
             if !fresh {
                 stats.recomputed += 1;
-                let mut root = Root {
-                    lookups: RecordedLookups::new(model),
-                    options,
-                    steps: Vec::new(),
-                };
-                root.gateway(crlrp);
-                let result = RootResult {
-                    read: root.lookups.finish(),
-                    steps: root.steps.into(),
-                    version: next_version(),
-                };
-                self.roots.insert(crlrp.uuid.clone(), result);
+                self.recompute(model, options, crlrp);
             }
         }
         // Laid out in the gateways' order once every one is current: only those whose result
@@ -219,13 +245,113 @@ impl RouteCache {
             let root = &roots[&crlrp.uuid];
             (GatewayOrder(crlrp), root.version, &root.steps)
         });
-        self.layout.lay(laid, &mut out);
+        self.layout.lay(laid, out);
         if self.roots.len() != gateways.len() {
             let seen: HashSet<&Uuid> = gateways.iter().map(|g| &g.uuid).collect();
-            self.roots.retain(|u, _| seen.contains(u));
+            let gone: Vec<Uuid> = self
+                .roots
+                .keys()
+                .filter(|u| !seen.contains(u))
+                .cloned()
+                .collect();
+            for uuid in gone {
+                self.forget(&uuid);
+            }
         }
         self.last = stats;
-        out
+    }
+
+    /// Look at the gateways that read a key stamped since the last call, and at those named
+    /// by one (a gateway that came, or was renamed): every other gateway's lookups are as they
+    /// were, so its result stands and is not looked at.
+    fn changed(
+        &mut self,
+        model: &SbModel,
+        options: &StretchedOptions,
+        keys: Vec<&ModelKey>,
+        out: &mut ExposureSet,
+    ) {
+        let mut candidates: BTreeSet<&Uuid> = BTreeSet::new();
+        let mut named = Vec::new();
+        for key in keys {
+            if let Some(readers) = self.readers.get(key) {
+                candidates.extend(readers);
+            }
+            if let ModelKey::Named(name) = key {
+                named.extend(model.chassisredirect_named(name));
+            }
+        }
+        candidates.extend(named.iter().map(|p| &p.uuid));
+        let candidates: Vec<Uuid> = candidates.into_iter().cloned().collect();
+        let mut recomputed = 0;
+        let (mut gone, mut arrivals) = (Vec::new(), Vec::new());
+        for uuid in candidates {
+            let old_key = self.roots.get(&uuid).map(|r| r.key.clone());
+            let gateway = model.port(&uuid).filter(|p| p.port_type == CHASSISREDIRECT);
+            let Some(crlrp) = gateway else {
+                gone.extend(old_key);
+                self.forget(&uuid);
+                continue;
+            };
+            if self
+                .roots
+                .get(&uuid)
+                .is_some_and(|r| r.read.still_valid(model.generations()))
+            {
+                continue;
+            }
+            recomputed += 1;
+            self.recompute(model, options, crlrp);
+            let root = &self.roots[&uuid];
+            if let Some(old) = old_key.filter(|k| *k != root.key) {
+                gone.push(old);
+            }
+            arrivals.push((root.key.clone(), root.version, root.steps.clone()));
+        }
+        self.layout.lay_changes(gone, arrivals, out);
+        self.last = CacheStats {
+            roots: self.roots.len(),
+            recomputed,
+        };
+    }
+
+    /// Compute `crlrp`'s result again, and who reads what.
+    fn recompute(&mut self, model: &SbModel, options: &StretchedOptions, crlrp: &PortBinding) {
+        self.forget(&crlrp.uuid);
+        let mut root = Root {
+            lookups: RecordedLookups::new(model),
+            options,
+            steps: Vec::new(),
+        };
+        root.gateway(crlrp);
+        let result = RootResult {
+            read: root.lookups.finish(),
+            steps: root.steps.into(),
+            version: next_version(),
+            key: GatewayOrder(crlrp).to_owned_key(),
+        };
+        for key in result.read.keys() {
+            self.readers
+                .entry(key.clone())
+                .or_default()
+                .insert(crlrp.uuid.clone());
+        }
+        self.roots.insert(crlrp.uuid.clone(), result);
+    }
+
+    /// Drop the result of the gateway `uuid`, and its reads.
+    fn forget(&mut self, uuid: &Uuid) {
+        let Some(old) = self.roots.remove(uuid) else {
+            return;
+        };
+        for key in old.read.keys() {
+            if let Some(readers) = self.readers.get_mut(key) {
+                readers.remove(uuid);
+                if readers.is_empty() {
+                    self.readers.remove(key);
+                }
+            }
+        }
     }
 
     /// How the last [`RouteCache::compute`] went.
@@ -851,6 +977,11 @@ mod tests {
                     // Not after every step: several changes may be pending, as in a batch.
                     if i % 3 == 2 {
                         continue;
+                    }
+                    // Now and then as after the model forgot what changed: every gateway is
+                    // looked at (their versions against the layout's).
+                    if i % 7 == 6 {
+                        cache.current = None;
                     }
                     let cached = cache.compute(&model, &options);
                     let fresh = compute(&model, &options);

@@ -131,6 +131,27 @@ impl RouteLayout {
         Q: RootKey<Owned = GatewayKey>,
     {
         let (gone, arrivals) = self.compare(gateways);
+        self.apply(gone, arrivals, out);
+    }
+
+    /// As [`Self::lay`], told what changed instead of handed every gateway: `gone`, the keys
+    /// (as laid) of the gateways that went or changed their key; `arrivals`, the gateways
+    /// that came or changed, with their key, version and steps.
+    pub(crate) fn lay_changes(
+        &mut self,
+        gone: Vec<GatewayKey>,
+        arrivals: Vec<(GatewayKey, u64, Arc<[Step]>)>,
+        out: &mut ExposureSet,
+    ) {
+        let gone = gone.into_iter().map(Arc::new).collect();
+        let arrivals = arrivals
+            .into_iter()
+            .map(|(key, version, steps)| (Arc::new(key), version, steps))
+            .collect();
+        self.apply(gone, arrivals, out);
+    }
+
+    fn apply(&mut self, gone: Vec<Arc<GatewayKey>>, arrivals: Vec<Arrival>, out: &mut ExposureSet) {
         let gateways_laid = gone.len() + arrivals.len();
         for key in gone {
             if let Some(laid) = self.gateways.remove(&key) {

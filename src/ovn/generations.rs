@@ -3,6 +3,7 @@
 //! computation that remembers the generations of what it read ([`ReadSet`]) can tell whether
 //! its result may have changed without recomputing it.
 
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,6 +25,13 @@ pub(crate) struct Generations<K> {
     clock: u64,
     epoch: u64,
     stamps: HashMap<K, u64>,
+    /// The keys of the latest stamps, oldest first: `log[i]` got stamp `log_from + i`. Lets a
+    /// reader whose results are current to a clock find what changed since without checking
+    /// every result it holds ([`Self::stamped_since`]: the stretched-L2 driver's gateways are
+    /// the cloud's, 10k of them). Bounded by the live rows: a reader that fell further behind
+    /// checks everything.
+    log: VecDeque<K>,
+    log_from: u64,
 }
 
 impl<K> Default for Generations<K> {
@@ -32,6 +40,8 @@ impl<K> Default for Generations<K> {
             clock: 0,
             epoch: fresh_epoch(),
             stamps: HashMap::default(),
+            log: VecDeque::new(),
+            log_from: 1,
         }
     }
 }
@@ -44,11 +54,13 @@ impl<K: Clone> Clone for Generations<K> {
             clock: self.clock,
             epoch: fresh_epoch(),
             stamps: self.stamps.clone(),
+            log: self.log.clone(),
+            log_from: self.log_from,
         }
     }
 }
 
-impl<K: Hash + Eq> Generations<K> {
+impl<K: Hash + Eq + Clone> Generations<K> {
     /// A row in `key` changed; `live_rows` is the model's size, which bounds the keys kept.
     pub(crate) fn stamp(&mut self, key: K, live_rows: usize) {
         // Keys of rows long gone (a cloud churns names) are dropped wholesale once they
@@ -57,8 +69,31 @@ impl<K: Hash + Eq> Generations<K> {
             self.stamps.clear();
             self.epoch = fresh_epoch();
         }
+        // The log keeps the stamps of about one change of every live row (a full download
+        // is as many): a reader this far behind checks all it holds, as cheap as a stamp per
+        // row it reads.
+        if self.log.len() > live_rows + 1024 {
+            let drop = self.log.len() / 2;
+            self.log.drain(..drop);
+            self.log_from += drop as u64;
+        }
         self.clock += 1;
+        self.log.push_back(key.clone());
         self.stamps.insert(key, self.clock);
+    }
+
+    #[cfg(feature = "stretched_l2")]
+    /// The last stamp given: what a reader current now passes to [`Self::stamped_since`] next.
+    pub(crate) fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    #[cfg(feature = "stretched_l2")]
+    /// The keys stamped after `clock` (in the same epoch: see [`Self::epoch`]), with repeats;
+    /// `None` when some of them are no longer logged.
+    pub(crate) fn stamped_since(&self, clock: u64) -> Option<impl Iterator<Item = &K>> {
+        let skip = usize::try_from((clock + 1).checked_sub(self.log_from)?).ok()?;
+        (clock <= self.clock).then(|| self.log.iter().skip(skip))
     }
 
     /// The generation of `key`: it changes whenever what a lookup of `key` returns may have.
@@ -101,7 +136,7 @@ pub(crate) struct ReadSet<K> {
     feature = "evpn",
     feature = "stretched_l2"
 ))]
-impl<K: Hash + Eq + Ord> ReadSet<K> {
+impl<K: Hash + Eq + Ord + Clone> ReadSet<K> {
     /// `read`: the lookups made, in any order and with repeats.
     pub(crate) fn new(generations: &Generations<K>, mut read: Vec<(K, u64)>) -> Self {
         read.sort_unstable();
@@ -110,6 +145,12 @@ impl<K: Hash + Eq + Ord> ReadSet<K> {
             epoch: generations.epoch(),
             read,
         }
+    }
+
+    /// The keys read, each once.
+    #[cfg(feature = "stretched_l2")]
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &K> {
+        self.read.iter().map(|(k, _)| k)
     }
 
     /// Whether nothing read has changed since.
@@ -134,6 +175,37 @@ mod tests {
         assert!(
             !reads.still_valid(&g),
             "a key read as never stamped changed"
+        );
+    }
+
+    #[cfg(feature = "stretched_l2")]
+    #[test]
+    fn the_keys_stamped_since_a_clock_are_told_while_logged() {
+        let mut g: Generations<u32> = Generations::default();
+        assert_eq!(g.stamped_since(0).map(Iterator::count), Some(0));
+        g.stamp(7, 0);
+        g.stamp(8, 0);
+        let at = g.clock();
+        assert_eq!(g.stamped_since(at).map(Iterator::count), Some(0));
+        g.stamp(9, 0);
+        g.stamp(7, 0);
+        let since: Vec<u32> = g.stamped_since(at).unwrap().copied().collect();
+        assert_eq!(since, [9, 7]);
+        assert_eq!(g.stamped_since(0).unwrap().count(), 4);
+        // Past the live rows (and some), the oldest are forgotten: a reader that far behind
+        // is told so, a recent one still gets its keys.
+        for k in 0..3000 {
+            g.stamp(k, 10);
+        }
+        let recent = g.clock() - 5;
+        assert!(g.stamped_since(at).is_none());
+        assert_eq!(g.stamped_since(recent).unwrap().count(), 5);
+        assert_eq!(
+            g.stamped_since(recent)
+                .unwrap()
+                .copied()
+                .collect::<Vec<_>>(),
+            [2995, 2996, 2997, 2998, 2999]
         );
     }
 

@@ -458,6 +458,17 @@ impl SbModel {
         self.resolve(&self.chassisredirect)
     }
 
+    /// The `chassisredirect` ports named `name` (one, unless names are reused).
+    #[cfg(feature = "stretched_l2")]
+    pub(crate) fn chassisredirect_named(&self, name: &str) -> Vec<&PortBinding> {
+        let from = (name.to_owned(), Uuid::new());
+        self.resolve(
+            self.chassisredirect
+                .range(from..)
+                .take_while(|(n, _)| n == name),
+        )
+    }
+
     pub fn chassis_name(&self, uuid: &str) -> Option<&str> {
         self.chassis.get(uuid).map(String::as_str)
     }
