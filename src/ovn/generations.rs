@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::hash::HashMap;
 
@@ -32,6 +32,11 @@ pub(crate) struct Generations<K> {
     /// checks everything.
     log: VecDeque<K>,
     log_from: u64,
+    /// Whether anyone asked for the log ([`Self::stamped_since`]): until then no key is
+    /// logged, so the drivers that never ask (SB BGP, EVPN, NB) pay neither a key copy per
+    /// stamp nor the memory. A reader's first question finds the log started after its clock
+    /// and checks everything, as it would have anyway.
+    log_wanted: AtomicBool,
 }
 
 impl<K> Default for Generations<K> {
@@ -42,6 +47,7 @@ impl<K> Default for Generations<K> {
             stamps: HashMap::default(),
             log: VecDeque::new(),
             log_from: 1,
+            log_wanted: AtomicBool::new(false),
         }
     }
 }
@@ -56,6 +62,7 @@ impl<K: Clone> Clone for Generations<K> {
             stamps: self.stamps.clone(),
             log: self.log.clone(),
             log_from: self.log_from,
+            log_wanted: AtomicBool::new(self.log_wanted.load(Ordering::Relaxed)),
         }
     }
 }
@@ -78,7 +85,12 @@ impl<K: Hash + Eq + Clone> Generations<K> {
             self.log_from += drop as u64;
         }
         self.clock += 1;
-        self.log.push_back(key.clone());
+        if *self.log_wanted.get_mut() {
+            self.log.push_back(key.clone());
+        } else {
+            // Nothing logged: the log starts after this stamp.
+            self.log_from = self.clock + 1;
+        }
         self.stamps.insert(key, self.clock);
     }
 
@@ -92,6 +104,7 @@ impl<K: Hash + Eq + Clone> Generations<K> {
     /// The keys stamped after `clock` (in the same epoch: see [`Self::epoch`]), with repeats;
     /// `None` when some of them are no longer logged.
     pub(crate) fn stamped_since(&self, clock: u64) -> Option<impl Iterator<Item = &K>> {
+        self.log_wanted.store(true, Ordering::Relaxed);
         let skip = usize::try_from((clock + 1).checked_sub(self.log_from)?).ok()?;
         (clock <= self.clock).then(|| self.log.iter().skip(skip))
     }
@@ -176,6 +189,27 @@ mod tests {
             !reads.still_valid(&g),
             "a key read as never stamped changed"
         );
+    }
+
+    /// Nothing is logged until someone asks; the first question, about stamps before the
+    /// log started, is told it cannot be answered, the next ones are.
+    #[cfg(feature = "stretched_l2")]
+    #[test]
+    fn the_log_starts_when_first_asked_for() {
+        let mut g: Generations<u32> = Generations::default();
+        g.stamp(1, 0);
+        g.stamp(2, 0);
+        assert!(g.log.is_empty(), "logged before anyone asked");
+        assert!(g.stamped_since(0).is_none());
+        let at = g.clock();
+        assert_eq!(g.stamped_since(at).map(Iterator::count), Some(0));
+        g.stamp(3, 0);
+        let since: Vec<u32> = g.stamped_since(at).unwrap().copied().collect();
+        assert_eq!(since, [3]);
+        // A clone logs on, as the original does.
+        let mut c = g.clone();
+        c.stamp(4, 0);
+        assert_eq!(c.stamped_since(at).unwrap().count(), 2);
     }
 
     #[cfg(feature = "stretched_l2")]
