@@ -16,8 +16,10 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::config::PolicySection;
+use std::sync::Arc;
+
 use crate::exposure::{
-    ExposedIp, ExposureKind, ExposureSet, IpMap, POLICY, ScopeId, SkippedRow, ip_changes,
+    ExposedIp, ExposedRoute, ExposureKind, ExposureSet, POLICY, ScopeId, SkippedRow,
 };
 
 /// What the policy stage protects, gathered by the host.
@@ -111,15 +113,85 @@ pub(crate) fn apply(set: &mut ExposureSet, ctx: &PolicyContext) {
     PolicyStage::new(ctx.clone()).apply(set);
 }
 
-/// One scope's IPs as the stage last saw and left them.
+/// One scope's IPs and routes as the stage last saw and left them.
+#[derive(Debug, Default)]
+struct LastScope {
+    /// The driver's IPs (after the shadowed ones were resolved), with the verdicts on them.
+    ips: Verdicts<IpAddr, Arc<ExposedIp>>,
+    /// The scope's routes (the stretched-L2 driver announces one per router subnet of the
+    /// cloud), judged the same way.
+    routes: Verdicts<IpNet, ExposedRoute>,
+}
+
+/// A persistent map of exposures as the stage last saw it, what it kept of it and the
+/// refused ones with their report.
 #[derive(Debug)]
-struct LastIps {
-    /// The driver's IPs, after the shadowed ones were resolved.
-    input: IpMap,
-    /// What was kept of them.
-    kept: IpMap,
-    /// The refused ones, with their report.
-    refused: BTreeMap<IpAddr, SkippedRow>,
+struct Verdicts<K: Ord + Clone, V: Clone> {
+    input: imbl::OrdMap<K, V>,
+    kept: imbl::OrdMap<K, V>,
+    refused: BTreeMap<K, SkippedRow>,
+}
+
+impl<K: Ord + Clone, V: Clone> Default for Verdicts<K, V> {
+    fn default() -> Self {
+        Self {
+            input: imbl::OrdMap::new(),
+            kept: imbl::OrdMap::new(),
+            refused: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Clone + PartialEq> Verdicts<K, V> {
+    /// `input` judged by `verdict`, from these verdicts on the last input: only the entries
+    /// that differ from it are looked at (found by visiting what the two maps do not share).
+    /// The refused entries are taken out of the kept map one by one, so it shares its tree
+    /// with the input (a rebuilt map would share nothing with the next stage's last one).
+    fn judge(
+        mut self,
+        input: &imbl::OrdMap<K, V>,
+        verdict: impl Fn(&K, &V) -> Option<SkippedRow>,
+    ) -> Self {
+        if self.input.is_empty() {
+            // From scratch: the kept map starts as the input itself.
+            let mut kept = input.clone();
+            let mut refused = BTreeMap::new();
+            for (k, v) in input {
+                if let Some(row) = verdict(k, v) {
+                    refused.insert(k.clone(), row);
+                    kept.remove(k);
+                }
+            }
+            return Self {
+                input: input.clone(),
+                kept,
+                refused,
+            };
+        }
+        let last = &mut self;
+        use imbl::ordmap::DiffItem;
+        for change in last.input.diff(input) {
+            let (k, new) = match change {
+                DiffItem::Add(k, v) | DiffItem::Update { new: (k, v), .. } => (k, Some(v)),
+                DiffItem::Remove(k, _) => (k, None),
+            };
+            last.refused.remove(k);
+            match new.map(|v| (v, verdict(k, v))) {
+                None => {
+                    last.kept.remove(k);
+                }
+                Some((_, Some(row))) => {
+                    last.refused.insert(k.clone(), row);
+                    last.kept.remove(k);
+                }
+                Some((v, None)) => {
+                    last.kept.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        last.input = input.clone();
+        self
+    }
 }
 
 /// The policy stage (see the module's documentation), keeping its verdicts on the IPs between
@@ -129,7 +201,7 @@ struct LastIps {
 #[derive(Debug)]
 pub(crate) struct PolicyStage {
     ctx: PolicyContext,
-    last: BTreeMap<ScopeId, LastIps>,
+    last: BTreeMap<ScopeId, LastScope>,
 }
 
 impl PolicyStage {
@@ -156,27 +228,27 @@ impl PolicyStage {
         let mut last = std::mem::take(&mut self.last);
         for (scope_id, scope) in &mut set.scopes {
             resolve_shadowed(scope, &mut skipped);
-            let judged = judge_ips(ctx, *scope_id, &scope.ips, last.remove(scope_id));
-            scope.ips = judged.kept.clone();
-            skipped.extend(judged.refused.values().cloned());
+            let previous = last.remove(scope_id).unwrap_or_default();
+            let judged = LastScope {
+                ips: previous
+                    .ips
+                    .judge(&scope.ips, |_, exposed| refused_ip(ctx, *scope_id, exposed)),
+                // The kept routes' map is the driver's less the refused ones (shared with its
+                // last one, which the render compares it with).
+                routes: previous.routes.judge(&scope.routes, |net, route| {
+                    ctx.refuse_prefix(*net).map(|reason| {
+                        refused(
+                            &route.source,
+                            format!("route in scope {scope_id}: {reason}"),
+                        )
+                    })
+                }),
+            };
+            scope.ips = judged.ips.kept.clone();
+            skipped.extend(judged.ips.refused.values().cloned());
+            scope.routes = judged.routes.kept.clone();
+            skipped.extend(judged.routes.refused.values().cloned());
             self.last.insert(*scope_id, judged);
-            // Removed one by one, only when refused: the kept routes' map stays the driver's
-            // (shared with its last one, which the render compares it with).
-            let refused_routes: Vec<IpNet> = scope
-                .routes
-                .iter()
-                .filter_map(|(net, route)| {
-                    let reason = ctx.refuse_prefix(*net)?;
-                    skipped.push(refused(
-                        &route.source,
-                        format!("route in scope {scope_id}: {reason}"),
-                    ));
-                    Some(*net)
-                })
-                .collect();
-            for net in refused_routes {
-                scope.routes.remove(&net);
-            }
             scope.subnets.retain(|subnet| {
                 let reason = ctx
                     .refuse_prefix(subnet.router_ip.trunc())
@@ -208,46 +280,6 @@ fn refused_ip(ctx: &PolicyContext, scope: ScopeId, exposed: &ExposedIp) -> Optio
         &exposed.source,
         format!("{:?} in scope {scope}: {reason}", exposed.kind),
     ))
-}
-
-/// A scope's IPs judged: from the last verdicts when there are some (only the IPs that differ
-/// from the last input are looked at), from scratch otherwise. The refused IPs are taken out of
-/// the kept map one by one, so it shares its tree with the input (a rebuilt map would share
-/// nothing with the next stage's last one).
-fn judge_ips(ctx: &PolicyContext, scope: ScopeId, input: &IpMap, last: Option<LastIps>) -> LastIps {
-    let Some(mut last) = last else {
-        let mut kept = input.clone();
-        let mut refused = BTreeMap::new();
-        for (ip, exposed) in input {
-            if let Some(row) = refused_ip(ctx, scope, exposed) {
-                refused.insert(*ip, row);
-                kept.remove(ip);
-            }
-        }
-        return LastIps {
-            input: input.clone(),
-            kept,
-            refused,
-        };
-    };
-    for change in ip_changes(&last.input, input) {
-        let ip = change.ip;
-        last.refused.remove(ip);
-        match change.new.map(|e| (e, refused_ip(ctx, scope, e))) {
-            None => {
-                last.kept.remove(ip);
-            }
-            Some((_, Some(row))) => {
-                last.refused.insert(*ip, row);
-                last.kept.remove(ip);
-            }
-            Some((e, None)) => {
-                last.kept.insert(*ip, e.clone());
-            }
-        }
-    }
-    last.input = input.clone();
-    last
 }
 
 /// A tenant IP and a floating IP with the same address in one scope: the floating IP keeps it
@@ -304,24 +336,26 @@ pub(crate) fn remote_ips(remotes: &str) -> Vec<IpAddr> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
-    use std::sync::Arc;
 
     use super::*;
-    use crate::exposure::{ExposedRoute, ExposedSubnet, ProviderNetwork, RouteKind, ScopeId};
+    use crate::exposure::{ExposedSubnet, IpMap, ProviderNetwork, RouteKind, RouteMap};
     use crate::types::InterfaceName;
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
         /// After every step of a random sequence (IPs coming, going, changing kind or source,
         /// some unroutable or protected, tenant IPs shadowed by floating IPs, the protected
-        /// addresses changing), the stage that keeps its verdicts gives what judging the same
-        /// set from scratch gives: the IPs kept and the rows reported, in order.
+        /// addresses changing; routes coming, going and changing, some too short, unroutable or
+        /// covering a protected address), the stage that keeps its verdicts gives what judging
+        /// the same set from scratch gives: the IPs and routes kept and the rows reported, in
+        /// order.
         #[test]
         fn keeping_verdicts_equals_judging_from_scratch(
             steps in proptest::collection::vec(
                 (
                     proptest::collection::vec((0u8..24, 0u8..4, proptest::bool::ANY), 0..8),
                     proptest::option::of(0u8..24),
+                    proptest::collection::vec((0u8..24, 0u8..3), 0..6),
                 ),
                 1..10,
             ),
@@ -336,10 +370,30 @@ mod tests {
                 .parse()
                 .unwrap()
             };
+            // Routes: /24s of those addresses, and /4s (shorter than the minimum).
+            let net = |n: u8| -> IpNet {
+                let len = if n % 5 == 4 { 4 } else { 24 };
+                IpNet::new(ip(n), len).unwrap().trunc()
+            };
             let mut ips = IpMap::new();
+            let mut routes = RouteMap::new();
             let mut stage = PolicyStage::new(ctx());
             let mut protected = ctx().protected;
-            for (changes, protect) in steps {
+            for (changes, protect, route_changes) in steps {
+                for (n, what) in route_changes {
+                    let prefix = net(n);
+                    if what == 0 {
+                        routes.remove(&prefix);
+                    } else {
+                        routes.insert(prefix, ExposedRoute {
+                            prefix,
+                            kind: RouteKind::TenantSubnet,
+                            via: None,
+                            provider: None,
+                            source: format!("router-{what}"),
+                        });
+                    }
+                }
                 let mut shadowed = Vec::new();
                 for (n, what, tenant) in changes {
                     let kind = if tenant { ExposureKind::TenantPort } else { ExposureKind::FloatingIp };
@@ -363,6 +417,7 @@ mod tests {
                     let mut set = ExposureSet::default();
                     let scope = set.global_mut();
                     scope.ips = ips.clone();
+                    scope.routes = routes.clone();
                     scope.shadowed = shadowed.clone();
                     set
                 };
@@ -370,6 +425,7 @@ mod tests {
                 stage.apply(&mut kept);
                 apply(&mut scratch, &PolicyContext { protected: protected.clone(), ..ctx() });
                 proptest::prop_assert_eq!(&kept.global().ips, &scratch.global().ips);
+                proptest::prop_assert_eq!(&kept.global().routes, &scratch.global().routes);
                 proptest::prop_assert_eq!(&kept.skipped, &scratch.skipped);
             }
         }
