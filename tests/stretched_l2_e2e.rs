@@ -338,7 +338,8 @@ fn every_gateways_subnets_are_routed_via_it_and_follow_router_ports_and_gateways
     assert!(log.contains("reconciled"), "{log}");
     assert!(
         !log.contains(" ERROR ") && !log.contains("errors=1"),
-        "errors in the agent log:\n{}",
+        "errors in the agent log:\n{}\n(its tail:)\n{}",
+        agent.log_lines_with(&[" ERROR ", "errors=1"]),
         agent.log_tail()
     );
 }

@@ -141,6 +141,21 @@ impl Agent {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The log's lines that contain any of `needles`, each with the two lines before it (a
+    /// failure's cause may be far from the log's tail).
+    pub(crate) fn log_lines_with(&self, needles: &[&str]) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        let mut out = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            if needles.iter().any(|n| line.contains(n)) {
+                out.extend_from_slice(&lines[i.saturating_sub(2)..=i]);
+                out.push("--");
+            }
+        }
+        out.join("\n")
+    }
+
     pub(crate) fn log_tail(&self) -> String {
         let log = self.log();
         let lines: Vec<&str> = log.lines().collect();
