@@ -795,13 +795,7 @@ impl NetlinkReconciler {
             };
             let mut made = self.interest_made.lock().unwrap_or_else(|e| e.into_inner());
             if !made.as_ref().is_some_and(|made| made.same(&inputs)) {
-                m.set_interest(interest(
-                    desired,
-                    &suppressed.devices,
-                    &links,
-                    s.conn.port(),
-                    !base,
-                ));
+                m.set_interest(interest(&inputs, &suppressed.devices));
                 *made = Some(InterestMade::of(&inputs));
             }
         }
@@ -935,14 +929,16 @@ impl InterestMade {
 }
 
 /// What the reconciler owns, for the mirror to tell its own changes from others'.
-/// `suppressed` holds the devices of `desired`'s local-route suppressions.
-fn interest(
-    desired: &DesiredSystem,
-    suppressed: &BTreeMap<InterfaceName, usize>,
-    table: &LinkTable,
-    own_port: u32,
-    strict: bool,
-) -> Interest {
+/// `suppressed` holds the devices of the desired local-route suppressions (counted in
+/// [`SuppressionDevices`], whose version `inputs` carries).
+fn interest(inputs: &InterestInputs<'_>, suppressed: &BTreeMap<InterfaceName, usize>) -> Interest {
+    let InterestInputs {
+        links_table: table,
+        desired,
+        own_port,
+        strict,
+        ..
+    } = *inputs;
     let own = &desired.ownership;
     let tables = own.tables.iter().copied().collect();
     let swept_tables = own.swept_tables.iter().copied().collect();
@@ -1097,20 +1093,20 @@ async fn apply_delta(
             report,
         );
     } else {
-        for p in &changes.proxy_neighbours.added {
-            match table.index(&p.dev) {
-                // Created or replaced: already there is no error.
-                Some(i) => adds.push(
-                    class::PROXY_NEIGHBOURS,
-                    Op::Add,
-                    neighbours::add_proxy_request(i, p.dev.as_str(), p.ip),
-                ),
-                None => report.error(
-                    class::PROXY_NEIGHBOURS,
-                    format!("add proxy neighbour {} dev {}", p.ip, p.dev),
-                    missing(&p.dev),
-                ),
-            }
+        let added = table.resolve(
+            changes.proxy_neighbours.added.iter().copied(),
+            |p| &p.dev,
+            |p| format!("add proxy neighbour {} dev {}", p.ip, p.dev),
+            class::PROXY_NEIGHBOURS,
+            report,
+        );
+        for (i, p) in added {
+            // Created or replaced: already there is no error.
+            adds.push(
+                class::PROXY_NEIGHBOURS,
+                Op::Add,
+                neighbours::add_proxy_request(i, p.dev.as_str(), p.ip),
+            );
         }
         // Those on a device that is gone went with it.
         for p in &changes.proxy_neighbours.removed {
