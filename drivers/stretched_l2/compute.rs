@@ -137,6 +137,57 @@ pub(crate) struct RouteAttempt {
     pub(crate) lrp_row: String,
 }
 
+impl RouteAttempt {
+    /// The rule of a replay in the gateways' order: announced, or else the skip it reports
+    /// (row, reason), from the route `first` gives as announced before it at a prefix (the
+    /// first route of a prefix stays, a clash is reported).
+    pub(crate) fn clash<'r>(
+        &self,
+        first: impl Fn(IpNet) -> Option<&'r ExposedRoute>,
+    ) -> Result<(), (String, String)> {
+        let Self {
+            subnet,
+            link,
+            gateway_ip,
+            crlrp_row,
+            lrp_row,
+        } = self;
+        if let Some(first) = first(subnet.prefix)
+            && first != subnet
+        {
+            let reason = format!(
+                "route {} via {}: {} is already announced {} (from {})",
+                subnet.prefix,
+                gateway_ip.addr(),
+                subnet.prefix,
+                first
+                    .via
+                    .map_or_else(|| "on-link".to_owned(), |v| format!("via {v}")),
+                first.source
+            );
+            return Err((lrp_row.clone(), reason));
+        }
+        if link.prefix == subnet.prefix {
+            let reason = format!(
+                "subnet {} is the network of its own gateway {}: routed via itself",
+                subnet.prefix, gateway_ip
+            );
+            return Err((lrp_row.clone(), reason));
+        }
+        if let Some(first) = first(link.prefix)
+            && let Some(via) = first.via
+        {
+            let reason = format!(
+                "gateway network {} is also a routed subnet (via {}, from {}): its routes are \
+                 not announced",
+                link.prefix, via, first.source
+            );
+            return Err((crlrp_row.clone(), reason));
+        }
+        Ok(())
+    }
+}
+
 /// A gateway's steps and what they were computed from.
 #[derive(Debug)]
 struct RootResult {
@@ -541,53 +592,18 @@ mod tests {
     use super::*;
 
     /// The reference the layout must equal (the computation before issue 17's delta): announce
-    /// `attempt` in `out` unless it clashes with what is announced already: the first route of a
-    /// prefix stays, a clash is reported.
+    /// `attempt` in `out` unless it clashes with what is announced already (the rule the layout
+    /// applies too, [`RouteAttempt::clash`]), replayed in order instead of by position.
     fn announce(out: &mut ExposureSet, attempt: &RouteAttempt) {
-        let RouteAttempt {
-            subnet,
-            link,
-            gateway_ip,
-            crlrp_row,
-            lrp_row,
-        } = attempt;
-        if let Some(first) = out.global().routes.get(&subnet.prefix)
-            && first != subnet
-        {
-            let reason = format!(
-                "route {} via {}: {} is already announced {} (from {})",
-                subnet.prefix,
-                gateway_ip.addr(),
-                subnet.prefix,
-                first
-                    .via
-                    .map_or_else(|| "on-link".to_owned(), |v| format!("via {v}")),
-                first.source
-            );
-            return out.skip(TABLE, lrp_row.clone(), reason);
+        let global = out.global();
+        match attempt.clash(|prefix| global.routes.get(&prefix)) {
+            Err((row, reason)) => out.skip(TABLE, row, reason),
+            Ok(()) => {
+                let global = out.global_mut();
+                global.expose_route(attempt.link.clone());
+                global.expose_route(attempt.subnet.clone());
+            }
         }
-        if link.prefix == subnet.prefix {
-            let reason = format!(
-                "subnet {} is the network of its own gateway {}: routed via itself",
-                subnet.prefix, gateway_ip
-            );
-            return out.skip(TABLE, lrp_row.clone(), reason);
-        }
-        if let Some(first) = out.global().routes.get(&link.prefix)
-            && first.via.is_some()
-        {
-            let reason = format!(
-                "gateway network {} is also a routed subnet (via {}, from {}): its routes are \
-                 not announced",
-                link.prefix,
-                first.via.map(|v| v.to_string()).unwrap_or_default(),
-                first.source
-            );
-            return out.skip(TABLE, crlrp_row.clone(), reason);
-        }
-        let global = out.global_mut();
-        global.expose_route(link.clone());
-        global.expose_route(subnet.clone());
     }
 
     /// Every gateway's steps replayed in order into a fresh set, as before issue 17's delta.

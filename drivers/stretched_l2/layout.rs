@@ -323,48 +323,10 @@ impl RouteLayout {
     }
 
     /// Whether the attempt at `position` is announced, or else the skip it reports: the rule
-    /// of a replay in order, from what is announced at its prefixes before it.
+    /// of a replay in order ([`RouteAttempt::clash`]), from what is announced at its prefixes
+    /// before it.
     fn outcome(&self, attempt: &RouteAttempt, position: &Position) -> Result<(), (String, String)> {
-        let RouteAttempt {
-            subnet,
-            link,
-            gateway_ip,
-            crlrp_row,
-            lrp_row,
-        } = attempt;
-        if let Some(first) = self.seen(subnet.prefix, position)
-            && first != subnet
-        {
-            let reason = format!(
-                "route {} via {}: {} is already announced {} (from {})",
-                subnet.prefix,
-                gateway_ip.addr(),
-                subnet.prefix,
-                first
-                    .via
-                    .map_or_else(|| "on-link".to_owned(), |v| format!("via {v}")),
-                first.source
-            );
-            return Err((lrp_row.clone(), reason));
-        }
-        if link.prefix == subnet.prefix {
-            let reason = format!(
-                "subnet {} is the network of its own gateway {}: routed via itself",
-                subnet.prefix, gateway_ip
-            );
-            return Err((lrp_row.clone(), reason));
-        }
-        if let Some(first) = self.seen(link.prefix, position)
-            && let Some(via) = first.via
-        {
-            let reason = format!(
-                "gateway network {} is also a routed subnet (via {}, from {}): its routes are \
-                 not announced",
-                link.prefix, via, first.source
-            );
-            return Err((crlrp_row.clone(), reason));
-        }
-        Ok(())
+        attempt.clash(|prefix| self.seen(prefix, position))
     }
 
     /// Decide the attempt at `position` again from what is announced before it.
