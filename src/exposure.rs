@@ -303,6 +303,12 @@ pub type RouteMap = imbl::OrdMap<IpNet, ExposedRoute>;
 /// An IP that differs between two versions of a scope's map: gone (`new` is `None`), come
 /// (`old` is `None`) or changed (both).
 pub(crate) struct IpChange<'a> {
+    /// Read by the renders keyed by address (underlay, ovn); the vrf render and the telemetry
+    /// read the exposures themselves.
+    #[cfg_attr(
+        not(any(feature = "underlay", feature = "ovn_cluster")),
+        allow(dead_code)
+    )]
     pub ip: &'a IpAddr,
     pub old: Option<&'a Arc<ExposedIp>>,
     pub new: Option<&'a Arc<ExposedIp>>,
