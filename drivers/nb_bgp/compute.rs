@@ -62,7 +62,7 @@ use crate::exposure::{
 };
 use crate::hash::{HashMap, HashSet};
 pub use crate::ovn::generations::CacheStats;
-use crate::ovn::generations::ReadSet;
+use crate::ovn::generations::{Generations, ReadSet, Readers};
 use crate::ovn::nb::model::{
     DNAT_AND_SNAT, DhcpOptions, LoadBalancer, LogicalSwitch, Lrp, Lsp, Nat, NbKey, NbModel,
     PF_LB_PREFIX, SNAT, VIRTUAL,
@@ -145,6 +145,38 @@ enum Op {
     Route(ScopeId, ExposedRoute),
 }
 
+/// A root's changes, its IPs apart: laying the roots out applies every root's other changes
+/// (a few) but visits the IPs of only the roots whose result changed (a gateway's thousand
+/// FIPs are not walked by an event elsewhere).
+#[derive(Debug, Default)]
+struct RootOps {
+    /// The changes other than IPs, in order.
+    others: Vec<Op>,
+    /// The IPs, in order.
+    ips: Vec<(ScopeId, std::sync::Arc<ExposedIp>)>,
+}
+
+impl From<Vec<Op>> for RootOps {
+    fn from(ops: Vec<Op>) -> Self {
+        let mut split = Self::default();
+        for op in ops {
+            match op {
+                Op::Ip(scope, ip) => split.ips.push((scope, ip)),
+                other => split.others.push(other),
+            }
+        }
+        split
+    }
+}
+
+/// A root of the cache: the readers of a lookup ([`Readers`]) are roots of all three kinds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum RootId {
+    Port(String),
+    Gateway(String),
+    Router(String),
+}
+
 impl Op {
     fn apply(&self, out: &mut ExposureSet) {
         match self {
@@ -206,7 +238,7 @@ struct Prelude {
 #[derive(Debug)]
 struct PortResult {
     reads: ReadSet<NbKey>,
-    ops: Vec<Op>,
+    ops: RootOps,
     /// Tells this result from the one that replaces it ([`IpLayout`]).
     version: u64,
 }
@@ -216,8 +248,8 @@ struct PortResult {
 #[derive(Debug)]
 struct GatewayResult {
     reads: ReadSet<NbKey>,
-    addresses: Vec<Op>,
-    fips: Vec<Op>,
+    addresses: RootOps,
+    fips: RootOps,
     gateway: Option<(String, LocalGateway)>,
     /// The versions of its addresses and of its FIPs (two roots of the layout).
     versions: (u64, u64),
@@ -232,7 +264,7 @@ struct RouterResult {
     gateway: LocalGateway,
     subnets_before: Vec<IpNet>,
     subnets: Vec<IpNet>,
-    ops: Vec<Op>,
+    ops: RootOps,
     version: u64,
 }
 
@@ -276,6 +308,9 @@ pub struct ExposureCache {
     ports: HashMap<String, PortResult>,
     gateways: HashMap<String, GatewayResult>,
     routers: HashMap<String, RouterResult>,
+    /// The roots that read each lookup: an event looks at those of the lookups it stamped,
+    /// not at every root's reads.
+    readers: Readers<NbKey, RootId>,
     /// The roots' IPs as last laid out.
     layout: IpLayout<(u8, String, String, String)>,
     last: CacheStats,
@@ -286,6 +321,29 @@ impl ExposureCache {
         self.ports.clear();
         self.gateways.clear();
         self.routers.clear();
+        self.readers.clear();
+    }
+
+    /// Whether the reads of the result of `root` are unchanged: by the roots the stamps since
+    /// the last computation name (`stale`), or by checking its reads when that is not known.
+    fn reads_valid(
+        stale: Option<&HashSet<RootId>>,
+        root: &RootId,
+        reads: &ReadSet<NbKey>,
+        generations: &Generations<NbKey>,
+    ) -> bool {
+        match stale {
+            Some(stale) => !stale.contains(root),
+            None => reads.still_valid(generations),
+        }
+    }
+
+    /// `root`'s new result read `new`; its old one, if any, read `old`.
+    fn reread(&mut self, root: RootId, old: Option<&ReadSet<NbKey>>, new: &ReadSet<NbKey>) {
+        if let Some(old) = old {
+            self.readers.remove(&root, old);
+        }
+        self.readers.add(&root, new);
     }
 
     /// How the last [`ExposureCache::compute`] went.
@@ -337,6 +395,10 @@ impl ExposureCache {
             self.prelude = Some(prelude);
         }
         let generations = model.generations();
+        // The roots whose reads an event changed; `None` (first call, new epoch, log outrun):
+        // each root's reads are checked.
+        let stale = self.readers.stale(generations);
+        let stale = stale.as_ref();
         let mut stats = CacheStats::default();
 
         let gateways = model.local_gateways(&local.system_id, hosted_gateways);
@@ -344,25 +406,28 @@ impl ExposureCache {
         let mut routers: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         for lrp in &gateways {
             stats.roots += 1;
+            let id = RootId::Gateway(lrp.uuid.clone());
             let valid = self
                 .gateways
                 .get(&lrp.uuid)
-                .is_some_and(|r| r.reads.still_valid(generations));
+                .is_some_and(|r| Self::reads_valid(stale, &id, &r.reads, generations));
             if !valid {
                 stats.recomputed += 1;
                 ctx.read(NbKey::Lrp(lrp.uuid.clone()));
                 let gateway = ctx.expose_gateway(lrp);
-                let addresses = std::mem::take(&mut ctx.ops);
+                let addresses = std::mem::take(&mut ctx.ops).into();
                 if !distributed && let Some((_, gw)) = &gateway {
                     ctx.expose_centralized_fips(gw);
                 }
                 let result = GatewayResult {
                     reads: ctx.finish_reads(),
                     addresses,
-                    fips: std::mem::take(&mut ctx.ops),
+                    fips: std::mem::take(&mut ctx.ops).into(),
                     gateway,
                     versions: (next_version(), next_version()),
                 };
+                let old = self.gateways.remove(&lrp.uuid);
+                self.reread(id, old.as_ref().map(|o| &o.reads), &result.reads);
                 self.gateways.insert(lrp.uuid.clone(), result);
             }
             if let Some((router, _)) = &self.gateways[&lrp.uuid].gateway {
@@ -374,19 +439,22 @@ impl ExposureCache {
         let ports = model.ports_listing_host(hostname);
         for lsp in &ports {
             stats.roots += 1;
+            let id = RootId::Port(lsp.uuid.clone());
             let valid = self
                 .ports
                 .get(&lsp.uuid)
-                .is_some_and(|r| r.reads.still_valid(generations));
+                .is_some_and(|r| Self::reads_valid(stale, &id, &r.reads, generations));
             if !valid {
                 stats.recomputed += 1;
                 ctx.read(NbKey::Lsp(lsp.uuid.clone()));
                 ctx.expose_bound_port(lsp, distributed);
                 let result = PortResult {
                     reads: ctx.finish_reads(),
-                    ops: std::mem::take(&mut ctx.ops),
+                    ops: std::mem::take(&mut ctx.ops).into(),
                     version: next_version(),
                 };
+                let old = self.ports.remove(&lsp.uuid);
+                self.reread(id, old.as_ref().map(|o| &o.reads), &result.reads);
                 self.ports.insert(lsp.uuid.clone(), result);
             }
         }
@@ -399,10 +467,11 @@ impl ExposureCache {
                 continue;
             };
             stats.roots += 1;
+            let id = RootId::Router(router.clone());
             let valid = self.routers.get(router).is_some_and(|r| {
                 r.gateway == *gw
                     && r.subnets_before == ctx.tenant_subnets
-                    && r.reads.still_valid(generations)
+                    && Self::reads_valid(stale, &id, &r.reads, generations)
             });
             if valid {
                 let cached = &self.routers[router];
@@ -420,9 +489,11 @@ impl ExposureCache {
                 gateway: gw.clone(),
                 subnets_before: ctx.tenant_subnets[..before].to_vec(),
                 subnets: ctx.tenant_subnets[before..].to_vec(),
-                ops: std::mem::take(&mut ctx.ops),
+                ops: std::mem::take(&mut ctx.ops).into(),
                 version: next_version(),
             };
+            let old = self.routers.remove(router);
+            self.reread(id, old.as_ref().map(|o| &o.reads), &result.reads);
             self.routers.insert(router.clone(), result);
         }
 
@@ -434,7 +505,8 @@ impl ExposureCache {
             .iter()
             .map(|l| (l.uuid.as_str(), l.name.as_str()))
             .collect();
-        let mut order: Vec<(RootOrder<'_>, u64, &[Op])> = Vec::new();
+        let prelude_ops = RootOps::from(prelude_ops);
+        let mut order: Vec<(RootOrder<'_>, u64, &RootOps)> = Vec::new();
         // The prelude is computed every time: a new version each time.
         order.push((RootOrder(0, "", "", ""), next_version(), &prelude_ops));
         for lrp in &gateways {
@@ -459,15 +531,12 @@ impl ExposureCache {
             }
         }
         for (_, _, ops) in &order {
-            for op in ops.iter().filter(|op| !matches!(op, Op::Ip(..))) {
+            for op in &ops.others {
                 op.apply(&mut out);
             }
         }
         let laid = order.iter().map(|(key, version, ops)| {
-            let ips = ops.iter().filter_map(|op| match op {
-                Op::Ip(scope, ip) => Some((*scope, ip)),
-                _ => None,
-            });
+            let ips = ops.ips.iter().map(|(scope, ip)| (*scope, ip));
             (*key, *version, ips)
         });
         self.layout.lay(laid, &mut out);
@@ -479,18 +548,25 @@ impl ExposureCache {
             out.needs.insert(RealisationNeed::RedistributeKernel);
         }
 
-        // Forget the roots that are no longer here.
+        // Forget the roots that are no longer here, and what they read.
         if self.gateways.len() > gateways.len() {
             let here: HashSet<&str> = gateways.iter().map(|l| l.uuid.as_str()).collect();
-            self.gateways.retain(|u, _| here.contains(u.as_str()));
+            let (readers, results) = (&mut self.readers, &mut self.gateways);
+            let root = |u: &String| RootId::Gateway(u.clone());
+            readers.retain(results, root, |r| &r.reads, |u| here.contains(u.as_str()));
         }
         if self.ports.len() > ports.len() {
             let here: HashSet<&str> = ports.iter().map(|l| l.uuid.as_str()).collect();
-            self.ports.retain(|u, _| here.contains(u.as_str()));
+            let (readers, results) = (&mut self.readers, &mut self.ports);
+            let root = |u: &String| RootId::Port(u.clone());
+            readers.retain(results, root, |r| &r.reads, |u| here.contains(u.as_str()));
         }
         if self.routers.len() > routers.len() {
-            self.routers.retain(|r, _| routers.contains_key(r));
+            let (readers, results) = (&mut self.readers, &mut self.routers);
+            let root = |r: &String| RootId::Router(r.clone());
+            readers.retain(results, root, |r| &r.reads, |r| routers.contains_key(r));
         }
+        self.readers.now_current(generations);
         self.last = stats;
         out
     }

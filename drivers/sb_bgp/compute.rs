@@ -26,7 +26,7 @@ use crate::exposure::{
     ScopeId, next_version,
 };
 pub use crate::ovn::generations::CacheStats;
-use crate::ovn::generations::ReadSet;
+use crate::ovn::generations::{ReadSet, Readers};
 use crate::ovn::sb::provider::BridgeMappings;
 
 const TABLE: &str = "Port_Binding";
@@ -49,13 +49,15 @@ pub fn compute(model: &SbModel, local: &LocalChassis, tenant: &TenantOptions) ->
     ExposureCache::default().compute(model, local, tenant)
 }
 
-/// What one root produced, in order.
-#[derive(Debug, Clone)]
-enum Produced {
-    Ip(std::sync::Arc<ExposedIp>),
-    Subnet(ExposedSubnet),
-    /// A skipped row: (row, reason) of [`TABLE`].
-    Skip(String, String),
+/// What one root produced, each kind in order. Kept apart so that laying the roots out visits
+/// only their subnets and skips (a few), and the IPs of the roots whose result changed: a
+/// router's gateway port produces its thousand FIPs, which an event elsewhere need not walk.
+#[derive(Debug, Default)]
+struct Produced {
+    ips: Vec<std::sync::Arc<ExposedIp>>,
+    subnets: Vec<ExposedSubnet>,
+    /// Skipped rows: (row, reason) of [`TABLE`].
+    skips: Vec<(String, String)>,
 }
 
 /// The result of one root and what it was computed from.
@@ -63,7 +65,7 @@ enum Produced {
 struct RootResult {
     /// Every lookup made, with its generation then.
     read: ReadSet<ModelKey>,
-    produced: Vec<Produced>,
+    produced: Produced,
     /// Tells this result from the one that replaces it ([`IpLayout`]).
     version: u64,
 }
@@ -101,6 +103,9 @@ pub struct ExposureCache {
     /// The inputs besides the model the results hold for.
     inputs: Option<(LocalChassis, TenantOptions)>,
     roots: HashMap<Uuid, RootResult>,
+    /// The roots that read each lookup: an event looks at those of the lookups it stamped,
+    /// not at every root's reads.
+    readers: Readers<ModelKey, Uuid>,
     /// The roots' IPs as last laid out.
     layout: IpLayout<(Uuid, String, Uuid)>,
     last: CacheStats,
@@ -118,8 +123,13 @@ impl ExposureCache {
         let inputs = (local.clone(), tenant.clone());
         if self.inputs.as_ref() != Some(&inputs) {
             self.roots.clear();
+            self.readers.clear();
             self.inputs = Some(inputs);
         }
+        let generations = model.generations();
+        // The roots whose reads an event changed; `None` (first call, new epoch, log outrun):
+        // each root's reads are checked.
+        let stale = self.readers.stale(generations);
         let (mappings, mut out) = BridgeMappings::wired(&local.bridge_mappings, model);
         let mut stats = CacheStats::default();
         let mut seen: Vec<RootOrder<'_>> = Vec::new();
@@ -128,20 +138,25 @@ impl ExposureCache {
             for port in model.ports_on_chassis(chassis) {
                 stats.roots += 1;
                 seen.push(RootOrder { chassis, port });
-                let fresh = self
-                    .roots
-                    .get(&port.uuid)
-                    .is_some_and(|r| r.read.still_valid(model.generations()));
+                let fresh = self.roots.get(&port.uuid).is_some_and(|r| match &stale {
+                    Some(stale) => !stale.contains(&port.uuid),
+                    None => r.read.still_valid(generations),
+                });
                 if !fresh {
                     stats.recomputed += 1;
                     let mut root = Root {
                         lookups: RecordedLookups::new(model),
                         mappings: &mappings,
                         tenant,
-                        produced: Vec::new(),
+                        produced: Produced::default(),
                     };
                     root.expose_local_port(port);
-                    self.roots.insert(port.uuid.clone(), root.finish());
+                    let result = root.finish();
+                    if let Some(old) = self.roots.remove(&port.uuid) {
+                        self.readers.remove(&port.uuid, &old.read);
+                    }
+                    self.readers.add(&port.uuid, &result.read);
+                    self.roots.insert(port.uuid.clone(), result);
                 }
             }
         }
@@ -154,17 +169,9 @@ impl ExposureCache {
         let mut skips = Vec::new();
         let laid = seen.iter().map(|order| {
             let root = &roots[&order.port.uuid];
-            for p in &root.produced {
-                match p {
-                    Produced::Ip(_) => {}
-                    Produced::Subnet(s) => subnets.push(s),
-                    Produced::Skip(row, reason) => skips.push((row, reason)),
-                }
-            }
-            let ips = root.produced.iter().filter_map(|p| match p {
-                Produced::Ip(ip) => Some((ScopeId::Global, ip)),
-                _ => None,
-            });
+            subnets.extend(&root.produced.subnets);
+            skips.extend(&root.produced.skips);
+            let ips = root.produced.ips.iter().map(|ip| (ScopeId::Global, ip));
             (*order, root.version, ips)
         });
         self.layout.lay(laid, &mut out);
@@ -177,8 +184,10 @@ impl ExposureCache {
         if self.roots.len() != n_seen {
             let seen: std::collections::HashSet<&Uuid> =
                 seen.iter().map(|o| &o.port.uuid).collect();
-            self.roots.retain(|u, _| seen.contains(u));
+            let (readers, roots) = (&mut self.readers, &mut self.roots);
+            readers.retain(roots, Uuid::clone, |r| &r.read, |u| seen.contains(u));
         }
+        self.readers.now_current(generations);
         self.last = stats;
         out
     }
@@ -194,7 +203,7 @@ struct Root<'a> {
     lookups: RecordedLookups<'a>,
     mappings: &'a BridgeMappings,
     tenant: &'a TenantOptions,
-    produced: Vec<Produced>,
+    produced: Produced,
 }
 
 impl<'a> Root<'a> {
@@ -241,11 +250,11 @@ impl<'a> Root<'a> {
     }
 
     fn expose_ip(&mut self, ip: ExposedIp) {
-        self.produced.push(Produced::Ip(ip.into()));
+        self.produced.ips.push(ip.into());
     }
 
     fn skip(&mut self, port: &PortBinding, reason: impl Into<String>) {
-        self.produced.push(Produced::Skip(
+        self.produced.skips.push((
             format!("{} ({})", port.uuid, port.logical_port),
             reason.into(),
         ));
@@ -466,12 +475,12 @@ impl<'a> Root<'a> {
                     }
                     _ => {}
                 }
-                self.produced.push(Produced::Subnet(ExposedSubnet {
+                self.produced.subnets.push(ExposedSubnet {
                     router_ip,
                     via,
                     provider: provider.clone(),
                     source: lrp.logical_port.clone(),
-                }));
+                });
                 if let Some(peer) = peer {
                     self.expose_tenant_ips(&peer.datapath, router_ip);
                 }
@@ -786,6 +795,15 @@ mod tests {
             let mut cache = ExposureCache::default();
             for (i, s) in steps.iter().enumerate() {
                 apply(&mut model, s);
+                // Not after every step: several changes may be pending, as in a batch.
+                if i % 3 == 2 {
+                    continue;
+                }
+                // Now and then as after the model forgot what changed: every root's reads
+                // are checked.
+                if i % 7 == 6 {
+                    cache.readers.lose_track();
+                }
                 let cached = cache.compute(&model, &local, &tenant);
                 let fresh = compute(&model, &local, &tenant);
                 prop_assert_eq!(cached, fresh, "after step {}: {:?}", i, s);

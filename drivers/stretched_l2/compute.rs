@@ -42,7 +42,7 @@ use crate::exposure::{
     ExposedRoute, ExposureSet, RealisationNeed, RootKey, RouteKind, next_version,
 };
 use crate::hash::{HashMap, HashSet};
-use crate::ovn::generations::{CacheStats, ReadSet};
+use crate::ovn::generations::{CacheStats, ReadSet, Readers};
 use crate::ovn::neutron;
 use crate::ovn::sb::condition::CR_LRP_PREFIX;
 use crate::ovn::sb::model::{
@@ -228,11 +228,10 @@ pub struct RouteCache {
     /// The address scopes the results hold for.
     scopes: Option<Option<BTreeSet<String>>>,
     roots: HashMap<Uuid, RootResult>,
-    /// The gateways that read each key: those to look at again when it is stamped.
-    readers: HashMap<ModelKey, HashSet<Uuid>>,
-    /// The model's epoch and clock the results are current to: the next call looks only at
-    /// the gateways of the keys stamped since, while the model still logs them.
-    current: Option<(u64, u64)>,
+    /// The gateways that read each key (those to look at again when it is stamped), and the
+    /// model's epoch and clock the results are current to: the next call looks only at the
+    /// gateways of the keys stamped since, while the model still logs them.
+    readers: Readers<ModelKey, Uuid>,
     /// The gateways' steps as last laid out.
     layout: RouteLayout,
     last: CacheStats,
@@ -244,7 +243,6 @@ impl RouteCache {
         if self.scopes.as_ref() != Some(&options.address_scopes) {
             self.roots.clear();
             self.readers.clear();
-            self.current = None;
             self.scopes = Some(options.address_scopes.clone());
         }
         let mut out = ExposureSet::default();
@@ -253,18 +251,14 @@ impl RouteCache {
         out.needs.insert(RealisationNeed::RedistributeKernelOnly);
         out.needs.insert(RealisationNeed::SweepVrfTable);
         let generations = model.generations();
-        let stamped = self
-            .current
-            .filter(|(epoch, _)| *epoch == generations.epoch())
-            .and_then(|(_, clock)| generations.stamped_since(clock));
-        match stamped {
+        match self.readers.stamped_since_current(generations) {
             Some(keys) => {
                 let keys: Vec<&ModelKey> = keys.collect();
                 self.changed(model, options, keys, &mut out);
             }
             None => self.every_gateway(model, options, &mut out),
         }
-        self.current = Some((generations.epoch(), generations.clock()));
+        self.readers.now_current(generations);
         out
     }
 
@@ -299,15 +293,8 @@ impl RouteCache {
         self.layout.lay(laid, out);
         if self.roots.len() != gateways.len() {
             let seen: HashSet<&Uuid> = gateways.iter().map(|g| &g.uuid).collect();
-            let gone: Vec<Uuid> = self
-                .roots
-                .keys()
-                .filter(|u| !seen.contains(u))
-                .cloned()
-                .collect();
-            for uuid in gone {
-                self.forget(&uuid);
-            }
+            let (readers, roots) = (&mut self.readers, &mut self.roots);
+            readers.retain(roots, Uuid::clone, |r| &r.read, |u| seen.contains(u));
         }
         self.last = stats;
     }
@@ -325,9 +312,7 @@ impl RouteCache {
         let mut candidates: BTreeSet<&Uuid> = BTreeSet::new();
         let mut named = Vec::new();
         for key in keys {
-            if let Some(readers) = self.readers.get(key) {
-                candidates.extend(readers);
-            }
+            candidates.extend(self.readers.of(key));
             if let ModelKey::Named(name) = key {
                 named.extend(model.chassisredirect_named(name));
             }
@@ -381,12 +366,7 @@ impl RouteCache {
             version: next_version(),
             key: GatewayOrder(crlrp).to_owned_key(),
         };
-        for key in result.read.keys() {
-            self.readers
-                .entry(key.clone())
-                .or_default()
-                .insert(crlrp.uuid.clone());
-        }
+        self.readers.add(&crlrp.uuid, &result.read);
         self.roots.insert(crlrp.uuid.clone(), result);
     }
 
@@ -395,14 +375,7 @@ impl RouteCache {
         let Some(old) = self.roots.remove(uuid) else {
             return;
         };
-        for key in old.read.keys() {
-            if let Some(readers) = self.readers.get_mut(key) {
-                readers.remove(uuid);
-                if readers.is_empty() {
-                    self.readers.remove(key);
-                }
-            }
-        }
+        self.readers.remove(uuid, &old.read);
     }
 
     /// How the last [`RouteCache::compute`] went.
@@ -997,7 +970,7 @@ mod tests {
                     // Now and then as after the model forgot what changed: every gateway is
                     // looked at (their versions against the layout's).
                     if i % 7 == 6 {
-                        cache.current = None;
+                        cache.readers.lose_track();
                     }
                     let cached = cache.compute(&model, &options);
                     let fresh = compute(&model, &options);

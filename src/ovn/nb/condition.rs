@@ -23,9 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{
     DhcpOptions, LOCALNET, LoadBalancer, LogicalRouter, LogicalSwitch, Lrp, Lsp, Nat, NbGlobal,
-    NbModel, SNAT, VIRTUAL,
+    NbKey, NbLookups, NbModel, SNAT, VIRTUAL,
 };
 use crate::caps::ovsdb::{Clause, Datum, Function, MonitorCondition, Uuid};
+use crate::ovn::generations::{ReadSet, Readers};
 use crate::ovn::neutron::{self, keys};
 use crate::ovn::table::OvnTable;
 
@@ -190,6 +191,19 @@ impl NbConditionPolicy {
         bridge_mappings: &[(String, String)],
         hosted: Option<&BTreeSet<String>>,
     ) -> BTreeSet<NbClause> {
+        let mut look = NbLookups::plain(model);
+        self.clauses(&mut look, system_id, hostname, bridge_mappings, hosted)
+    }
+
+    /// [`Self::wanted`], through lookups that may record what they read.
+    fn clauses(
+        &self,
+        model: &mut NbLookups<'_>,
+        system_id: &str,
+        hostname: &str,
+        bridge_mappings: &[(String, String)],
+        hosted: Option<&BTreeSet<String>>,
+    ) -> BTreeSet<NbClause> {
         let mut want = BTreeSet::from([
             NbClause::LspType(LOCALNET.to_owned()),
             NbClause::LspOption {
@@ -284,6 +298,77 @@ impl NbConditionPolicy {
             }
         }
         want
+    }
+}
+
+/// The monitor conditions of [`NbConditionPolicy::wanted`], made again only when a lookup they
+/// were made from changed, or the policy or the chassis did (issue 17: every event settles the
+/// conditions, and making them walks the ports listing this host and the routers of the
+/// gateways here: about a fifth of the NB driver's CPU per event on a busy gateway).
+#[derive(Debug, Default)]
+pub struct WantedConditions {
+    made: Option<Made>,
+    /// The keys the conditions were made from: an event that stamped none of them leaves them.
+    readers: Readers<NbKey, ()>,
+}
+
+/// Conditions made, and from what.
+#[derive(Debug)]
+struct Made {
+    policy: NbConditionPolicy,
+    system_id: String,
+    hostname: String,
+    bridge_mappings: Vec<(String, String)>,
+    hosted: Option<BTreeSet<String>>,
+    reads: ReadSet<NbKey>,
+    conditions: BTreeMap<String, MonitorCondition>,
+}
+
+impl WantedConditions {
+    /// `monitor_conditions(policy.wanted(..), policy.evpn)`, as it is for `model` now.
+    pub fn conditions(
+        &mut self,
+        policy: &NbConditionPolicy,
+        model: &NbModel,
+        system_id: &str,
+        hostname: &str,
+        bridge_mappings: &[(String, String)],
+        hosted: Option<&BTreeSet<String>>,
+    ) -> &BTreeMap<String, MonitorCondition> {
+        let generations = model.generations();
+        let current = self.made.take().filter(|m| {
+            m.policy == *policy
+                && m.system_id == system_id
+                && m.hostname == hostname
+                && m.bridge_mappings == bridge_mappings
+                && m.hosted.as_ref() == hosted
+                && match self.readers.stale(generations) {
+                    Some(stale) => stale.is_empty(),
+                    None => m.reads.still_valid(generations),
+                }
+        });
+        let made = match current {
+            Some(made) => made,
+            None => {
+                let mut look = NbLookups::recorded(model);
+                let clauses =
+                    policy.clauses(&mut look, system_id, hostname, bridge_mappings, hosted);
+                let reads = look.finish();
+                self.readers.clear();
+                self.readers.add(&(), &reads);
+                Made {
+                    policy: policy.clone(),
+                    system_id: system_id.to_owned(),
+                    hostname: hostname.to_owned(),
+                    bridge_mappings: bridge_mappings.to_vec(),
+                    hosted: hosted.cloned(),
+                    reads,
+                    conditions: monitor_conditions(&clauses, policy.evpn),
+                }
+            }
+        };
+        self.readers.now_current(generations);
+        &self.made.insert(made).conditions
     }
 }
 

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::hash::{HashMap, HashSet};
-use crate::ovn::generations::Generations;
+use crate::ovn::generations::{Generations, ReadSet};
 
 use crate::ovn::neutron::{self, keys};
 
@@ -321,6 +321,15 @@ pub enum NbKey {
     Lrp(Uuid),
     /// [`NbModel::lbs_of_router`].
     LbsOfRouter(String),
+    /// [`NbModel::ports_listing_host`], and the content of those ports.
+    PortsListingHost(String),
+    /// [`NbModel::localnets`] and [`NbModel::localnets_of_physnet`] (every physnet: a
+    /// localnet port is rare and seldom changes), and the content of those ports.
+    Localnets,
+    /// [`NbModel::lrp_named`].
+    LrpNamed(String),
+    /// [`NbModel::lrps_hosted_on`].
+    LrpsHostedOn(String),
 }
 
 /// What the lookups about one switch answered before a change of it.
@@ -390,7 +399,6 @@ impl NbModel {
     }
 
     /// The generations themselves, for [`crate::ovn::generations::ReadSet`] (the nb_bgp driver's).
-    #[cfg_attr(not(feature = "nb_bgp"), allow(dead_code))]
     pub(crate) fn generations(&self) -> &Generations<NbKey> {
         &self.generations
     }
@@ -404,6 +412,12 @@ impl NbModel {
     fn stamp_lsp(&mut self, lsp: &Lsp) {
         self.stamp(NbKey::Lsp(lsp.uuid.clone()));
         self.stamp(NbKey::LspNamed(lsp.name.clone()));
+        for host in lsp.candidate_hosts() {
+            self.stamp(NbKey::PortsListingHost(host));
+        }
+        if lsp.physnet().is_some() {
+            self.stamp(NbKey::Localnets);
+        }
         if let Some(router) = lsp.router_interface_of() {
             self.stamp(NbKey::RouterInterfaces(router.to_owned()));
         }
@@ -768,7 +782,7 @@ impl NbModel {
         if let Some(host) = lrp.hosting_chassis() {
             index_insert(&mut self.lrp_by_hosting, host, &uuid);
         }
-        self.stamp(NbKey::Lrp(uuid.clone()));
+        self.stamp_lrp(&lrp);
         self.lrps.insert(uuid, lrp);
     }
 
@@ -782,7 +796,16 @@ impl NbModel {
         if let Some(host) = old.hosting_chassis() {
             index_remove(&mut self.lrp_by_hosting, host, uuid);
         }
-        self.stamp(NbKey::Lrp(uuid.to_owned()));
+        self.stamp_lrp(&old);
+    }
+
+    /// Stamp every lookup router port `lrp` is part of (called for a row entering and leaving).
+    fn stamp_lrp(&mut self, lrp: &Lrp) {
+        self.stamp(NbKey::Lrp(lrp.uuid.clone()));
+        self.stamp(NbKey::LrpNamed(lrp.name.clone()));
+        if let Some(host) = lrp.hosting_chassis() {
+            self.stamp(NbKey::LrpsHostedOn(host.to_owned()));
+        }
     }
 
     pub fn lrp(&self, uuid: &str) -> Option<&Lrp> {
@@ -949,6 +972,101 @@ impl NbModel {
             ("NB_Global", self.nb_global.len()),
             ("DHCP_Options", self.dhcp_options.len()),
         ]
+    }
+}
+
+/// Lookups of a model that may record each key they read with its generation then: the
+/// Northbound monitor conditions' cache ([`crate::ovn::nb::condition::WantedConditions`])
+/// makes them again only when one of those moved. A plain one records nothing.
+pub(crate) struct NbLookups<'a> {
+    model: &'a NbModel,
+    read: Option<Vec<(NbKey, u64)>>,
+}
+
+impl<'a> NbLookups<'a> {
+    pub(crate) fn plain(model: &'a NbModel) -> Self {
+        Self { model, read: None }
+    }
+
+    pub(crate) fn recorded(model: &'a NbModel) -> Self {
+        Self {
+            model,
+            read: Some(Vec::new()),
+        }
+    }
+
+    /// What was read (nothing when plain).
+    pub(crate) fn finish(self) -> ReadSet<NbKey> {
+        ReadSet::new(self.model.generations(), self.read.unwrap_or_default())
+    }
+
+    /// Records the key `key()` makes (made only when recording).
+    fn read(&mut self, key: impl FnOnce() -> NbKey) {
+        if let Some(read) = &mut self.read {
+            let key = key();
+            read.push((key.clone(), self.model.generation(&key)));
+        }
+    }
+
+    pub(crate) fn localnets(&mut self) -> Vec<&'a Lsp> {
+        self.read(|| NbKey::Localnets);
+        self.model.localnets()
+    }
+
+    pub(crate) fn localnets_of_physnet(&mut self, physnet: &str) -> Vec<&'a Lsp> {
+        self.read(|| NbKey::Localnets);
+        self.model.localnets_of_physnet(physnet)
+    }
+
+    /// The switch listing port `lsp_uuid`, content included.
+    pub(crate) fn switch_of_port(&mut self, lsp_uuid: &str) -> Option<&'a LogicalSwitch> {
+        self.read(|| NbKey::SwitchOfPort(lsp_uuid.to_owned()));
+        let ls = self.model.switch_of_port(lsp_uuid)?;
+        // Every change of a switch row stamps its ports' lookup.
+        self.read(|| NbKey::PortsOnSwitch(ls.uuid.clone()));
+        Some(ls)
+    }
+
+    pub(crate) fn ports_listing_host(&mut self, hostname: &str) -> Vec<&'a Lsp> {
+        self.read(|| NbKey::PortsListingHost(hostname.to_owned()));
+        self.model.ports_listing_host(hostname)
+    }
+
+    /// [`NbModel::local_gateways`], the content of each included.
+    pub(crate) fn local_gateways(
+        &mut self,
+        system_id: &str,
+        hosted: Option<&BTreeSet<String>>,
+    ) -> Vec<&'a Lrp> {
+        match hosted {
+            Some(names) => {
+                for name in names {
+                    self.read(|| NbKey::LrpNamed(name.clone()));
+                }
+            }
+            None => self.read(|| NbKey::LrpsHostedOn(system_id.to_owned())),
+        }
+        let gateways = self.model.local_gateways(system_id, hosted);
+        for lrp in &gateways {
+            self.read(|| NbKey::Lrp(lrp.uuid.clone()));
+        }
+        gateways
+    }
+
+    /// [`NbModel::router_id_of_lrp`] of a router port read through this (its content is).
+    pub(crate) fn router_id_of_lrp(&mut self, lrp: &'a Lrp) -> Option<&'a str> {
+        self.read(|| NbKey::RouterOfLrp(lrp.uuid.clone()));
+        self.model.router_id_of_lrp(lrp)
+    }
+
+    pub(crate) fn lbs_of_router(&mut self, router_id: &str) -> Vec<&'a LoadBalancer> {
+        self.read(|| NbKey::LbsOfRouter(router_id.to_owned()));
+        self.model.lbs_of_router(router_id)
+    }
+
+    pub(crate) fn router_interfaces(&mut self, router_id: &str) -> Vec<&'a Lsp> {
+        self.read(|| NbKey::RouterInterfaces(router_id.to_owned()));
+        self.model.router_interfaces(router_id)
     }
 }
 

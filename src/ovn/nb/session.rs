@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{debug, info, warn};
 
-use super::condition::{NbConditionPolicy, monitor_conditions};
+use super::condition::{NbConditionPolicy, WantedConditions, monitor_conditions};
 use super::feed::{
     NbFeed, NbSchemaError, check_schema, has_lrp_status, has_nat_gateway_port, monitor_spec,
 };
@@ -226,6 +226,8 @@ pub struct NbSession {
     nb_events: UnboundedReceiver<ChangeBatch>,
     /// The per-table conditions last sent to the Northbound.
     conditions: BTreeMap<String, MonitorCondition>,
+    /// The per-table conditions the model calls for, made again only when it changed so.
+    wanted: WantedConditions,
     /// The Southbound fallback, on OVN < 23.09 only.
     southbound: Option<SbGateways>,
     /// The gateways hosted here by the Southbound; `None` with [`GatewaySource::LrpStatus`].
@@ -308,6 +310,7 @@ impl NbSession {
             nb,
             nb_events,
             conditions,
+            wanted: WantedConditions::default(),
             southbound,
             hosted,
         };
@@ -457,20 +460,6 @@ impl NbSession {
         scope
     }
 
-    /// The per-table conditions the model calls for.
-    fn wanted(&self) -> BTreeMap<String, MonitorCondition> {
-        monitor_conditions(
-            &self.policy.wanted(
-                &self.feed.model,
-                &self.identity.system_id,
-                &self.identity.hostname,
-                &self.identity.bridge_mappings,
-                self.hosted.as_ref(),
-            ),
-            self.policy.evpn,
-        )
-    }
-
     async fn update_sb_conditions(&mut self) -> Result<bool, NbSessionError> {
         match &mut self.southbound {
             Some(sb) => sb.update_conditions(&self.identity.system_id).await,
@@ -480,18 +469,25 @@ impl NbSession {
 
     /// Send each table's condition that differs from the one last sent; whether any was sent.
     async fn update_nb_conditions(&mut self) -> Result<bool, NbSessionError> {
-        let want = self.wanted();
+        let want = self.wanted.conditions(
+            &self.policy,
+            &self.feed.model,
+            &self.identity.system_id,
+            &self.identity.hostname,
+            &self.identity.bridge_mappings,
+            self.hosted.as_ref(),
+        );
         let mut sent = false;
         for (table, condition) in want {
-            if self.conditions.get(&table) == Some(&condition) {
+            if self.conditions.get(table) == Some(condition) {
                 continue;
             }
             debug!(table, "updating the Northbound monitor condition");
             self.nb
-                .set_condition(&table, condition.clone())
+                .set_condition(table, condition.clone())
                 .await
-                .map_err(|source| condition_error("Northbound", &table, source))?;
-            self.conditions.insert(table, condition);
+                .map_err(|source| condition_error("Northbound", table, source))?;
+            self.conditions.insert(table.clone(), condition.clone());
             sent = true;
         }
         Ok(sent)
