@@ -686,6 +686,18 @@ proptest! {
             if i == usize::from(flip_at) % steps.len() {
                 policy.follow_tenant_networks = !policy.follow_tenant_networks;
             }
+            // The index of the ports with a FIP is the ports listing a host, filtered.
+            for host in ["node1", "node2"] {
+                let fips: Vec<&str> =
+                    model.fip_ports_listing_host(host).iter().map(|p| p.uuid.as_str()).collect();
+                let listing: Vec<&str> = model
+                    .ports_listing_host(host)
+                    .iter()
+                    .filter(|p| p.external_ids.contains_key(keys::PORT_FIP))
+                    .map(|p| p.uuid.as_str())
+                    .collect();
+                prop_assert_eq!(fips, listing, "after step {}: {:?}", i, s);
+            }
             let cached = cache
                 .conditions(
                     &policy,

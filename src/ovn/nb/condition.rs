@@ -250,10 +250,8 @@ impl NbConditionPolicy {
                 }
             }
         }
-        for port in model.ports_listing_host(hostname) {
-            if port.external_ids.contains_key(keys::PORT_FIP) {
-                want.insert(NbClause::NatLogicalPort(port.name.clone()));
-            }
+        for port in model.fip_ports_listing_host(hostname) {
+            want.insert(NbClause::NatLogicalPort(port.name.clone()));
         }
         // Without `status` and without the Southbound's word, no gateway is known to be here.
         let gateways = if hosted.is_some() || self.lrp_status {

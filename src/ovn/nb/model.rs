@@ -321,8 +321,8 @@ pub enum NbKey {
     Lrp(Uuid),
     /// [`NbModel::lbs_of_router`].
     LbsOfRouter(String),
-    /// [`NbModel::ports_listing_host`], and the content of those ports.
-    PortsListingHost(String),
+    /// [`NbModel::fip_ports_listing_host`], and the content of those ports.
+    FipPortsListingHost(String),
     /// [`NbModel::localnets`] and [`NbModel::localnets_of_physnet`] (every physnet: a
     /// localnet port is rare and seldom changes), and the content of those ports.
     Localnets,
@@ -348,6 +348,9 @@ pub struct NbModel {
     lsp_by_name: HashMap<String, Uuid>,
     /// Ports by every hostname in their `requested-chassis` (or virtual `neutron:host_id`).
     lsp_by_host: HashMap<String, HashSet<Uuid>>,
+    /// The same, of the ports with a FIP (`neutron:port_fip`): the monitor conditions name
+    /// their NAT rules, and a VM without one binding here leaves the conditions as they are.
+    fip_lsp_by_host: HashMap<String, HashSet<Uuid>>,
     /// Localnet ports by physnet.
     localnet_by_physnet: HashMap<String, HashSet<Uuid>>,
     /// Router-interface ports by router id (`neutron:device_id`).
@@ -412,8 +415,10 @@ impl NbModel {
     fn stamp_lsp(&mut self, lsp: &Lsp) {
         self.stamp(NbKey::Lsp(lsp.uuid.clone()));
         self.stamp(NbKey::LspNamed(lsp.name.clone()));
-        for host in lsp.candidate_hosts() {
-            self.stamp(NbKey::PortsListingHost(host));
+        if lsp.external_ids.contains_key(keys::PORT_FIP) {
+            for host in lsp.candidate_hosts() {
+                self.stamp(NbKey::FipPortsListingHost(host));
+            }
         }
         if lsp.physnet().is_some() {
             self.stamp(NbKey::Localnets);
@@ -448,8 +453,12 @@ impl NbModel {
         let uuid = lsp.uuid.clone();
         self.remove_lsp(&uuid);
         self.lsp_by_name.insert(lsp.name.clone(), uuid.clone());
+        let fip = lsp.external_ids.contains_key(keys::PORT_FIP);
         for host in lsp.candidate_hosts() {
             index_insert(&mut self.lsp_by_host, &host, &uuid);
+            if fip {
+                index_insert(&mut self.fip_lsp_by_host, &host, &uuid);
+            }
         }
         if let Some(physnet) = lsp.physnet() {
             index_insert(&mut self.localnet_by_physnet, physnet, &uuid);
@@ -477,6 +486,7 @@ impl NbModel {
         }
         for host in old.candidate_hosts() {
             index_remove(&mut self.lsp_by_host, &host, uuid);
+            index_remove(&mut self.fip_lsp_by_host, &host, uuid);
         }
         if let Some(physnet) = old.physnet() {
             index_remove(&mut self.localnet_by_physnet, physnet, uuid);
@@ -502,6 +512,11 @@ impl NbModel {
     /// `neutron:host_id` is it); whether they are bound here is [`Lsp::bound_chassis`]'s answer.
     pub fn ports_listing_host(&self, hostname: &str) -> Vec<&Lsp> {
         sorted(&self.lsps, self.lsp_by_host.get(hostname), |p| &p.name)
+    }
+
+    /// [`Self::ports_listing_host`] with a FIP (`neutron:port_fip`).
+    pub fn fip_ports_listing_host(&self, hostname: &str) -> Vec<&Lsp> {
+        sorted(&self.lsps, self.fip_lsp_by_host.get(hostname), |p| &p.name)
     }
 
     pub fn localnets_of_physnet(&self, physnet: &str) -> Vec<&Lsp> {
@@ -1027,9 +1042,9 @@ impl<'a> NbLookups<'a> {
         Some(ls)
     }
 
-    pub(crate) fn ports_listing_host(&mut self, hostname: &str) -> Vec<&'a Lsp> {
-        self.read(|| NbKey::PortsListingHost(hostname.to_owned()));
-        self.model.ports_listing_host(hostname)
+    pub(crate) fn fip_ports_listing_host(&mut self, hostname: &str) -> Vec<&'a Lsp> {
+        self.read(|| NbKey::FipPortsListingHost(hostname.to_owned()));
+        self.model.fip_ports_listing_host(hostname)
     }
 
     /// [`NbModel::local_gateways`], the content of each included.
