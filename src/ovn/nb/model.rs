@@ -330,6 +330,8 @@ pub enum NbKey {
     LrpNamed(String),
     /// [`NbModel::lrps_hosted_on`].
     LrpsHostedOn(String),
+    /// The content of the switch row `uuid` (not which ports list it).
+    SwitchRow(Uuid),
 }
 
 /// What the lookups about one switch answered before a change of it.
@@ -632,6 +634,7 @@ impl NbModel {
             self.stamp(NbKey::LocalnetsOnSwitch(uuid.to_owned()));
         }
         self.stamp(NbKey::PortsOnSwitch(uuid.to_owned()));
+        self.stamp(NbKey::SwitchRow(uuid.to_owned()));
     }
 
     /// Take switch `uuid` out of the rows and indexes, without stamping.
@@ -1037,8 +1040,8 @@ impl<'a> NbLookups<'a> {
     pub(crate) fn switch_of_port(&mut self, lsp_uuid: &str) -> Option<&'a LogicalSwitch> {
         self.read(|| NbKey::SwitchOfPort(lsp_uuid.to_owned()));
         let ls = self.model.switch_of_port(lsp_uuid)?;
-        // Every change of a switch row stamps its ports' lookup.
-        self.read(|| NbKey::PortsOnSwitch(ls.uuid.clone()));
+        // Its name and EVPN settings: not its ports, whose changes are many on a busy switch.
+        self.read(|| NbKey::SwitchRow(ls.uuid.clone()));
         Some(ls)
     }
 
