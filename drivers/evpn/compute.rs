@@ -47,7 +47,7 @@
 //! gateway claims the VNI" and "the first producer of an IP wins" give the same answers:
 //! [`compute`] is the cache started empty.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -58,6 +58,7 @@ use crate::exposure::{
     EvpnAttachment, EvpnParams, ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, IpLayout,
     ProviderNetwork, RootKey, ScopeId, next_version,
 };
+use crate::hash::{HashMap, HashSet};
 use crate::ovn::generations::{CacheStats, ReadSet};
 use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::{CR_LRP_PREFIX, EvpnSettings};

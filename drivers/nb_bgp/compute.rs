@@ -436,15 +436,28 @@ impl ExposureCache {
         }
 
         let hostname = local.hostname.as_str();
-        let ports = model.ports_listing_host(hostname);
-        for lsp in &ports {
-            stats.roots += 1;
-            let id = RootId::Port(lsp.uuid.clone());
-            let valid = self
-                .ports
-                .get(&lsp.uuid)
-                .is_some_and(|r| Self::reads_valid(stale, &id, &r.reads, generations));
+        // The ports are listed by their keys (hundreds, most of them fresh): the stale ones by
+        // uuid, so that checking one builds no [`RootId`], and a row is looked up only to
+        // compute its root again.
+        let stale_ports: Option<HashSet<&str>> = stale.map(|s| {
+            s.iter()
+                .filter_map(|id| match id {
+                    RootId::Port(u) => Some(u.as_str()),
+                    _ => None,
+                })
+                .collect()
+        });
+        let mut ports: Vec<(&str, &str)> = Vec::new();
+        for (name, uuid) in model.port_keys_listing_host(hostname) {
+            let valid = self.ports.get(uuid).is_some_and(|r| match &stale_ports {
+                Some(stale) => !stale.contains(uuid.as_str()),
+                None => r.reads.still_valid(generations),
+            });
             if !valid {
+                let Some(lsp) = model.lsp(uuid) else {
+                    continue;
+                };
+                let id = RootId::Port(uuid.clone());
                 stats.recomputed += 1;
                 ctx.read(NbKey::Lsp(lsp.uuid.clone()));
                 ctx.expose_bound_port(lsp, distributed);
@@ -457,6 +470,8 @@ impl ExposureCache {
                 self.reread(id, old.as_ref().map(|o| &o.reads), &result.reads);
                 self.ports.insert(lsp.uuid.clone(), result);
             }
+            stats.roots += 1;
+            ports.push((name, uuid));
         }
 
         for (router, lrps) in &routers {
@@ -514,9 +529,9 @@ impl ExposureCache {
             let key = RootOrder(1, &lrp.name, &lrp.uuid, "");
             order.push((key, g.versions.0, &g.addresses));
         }
-        for lsp in &ports {
-            let p = &self.ports[&lsp.uuid];
-            order.push((RootOrder(2, &lsp.name, &lsp.uuid, ""), p.version, &p.ops));
+        for (name, uuid) in &ports {
+            let p = &self.ports[*uuid];
+            order.push((RootOrder(2, name, uuid, ""), p.version, &p.ops));
         }
         for (router, lrps) in &routers {
             for lrp in lrps {
@@ -556,7 +571,7 @@ impl ExposureCache {
             readers.retain(results, root, |r| &r.reads, |u| here.contains(u.as_str()));
         }
         if self.ports.len() > ports.len() {
-            let here: HashSet<&str> = ports.iter().map(|l| l.uuid.as_str()).collect();
+            let here: HashSet<&str> = ports.iter().map(|(_, uuid)| *uuid).collect();
             let (readers, results) = (&mut self.readers, &mut self.ports);
             let root = |u: &String| RootId::Port(u.clone());
             readers.retain(results, root, |r| &r.reads, |u| here.contains(u.as_str()));

@@ -13,7 +13,9 @@
 //! out in the same order as a fresh computation's, so "the first producer of an IP wins" gives
 //! the same answer: [`compute`] is the cache started empty.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use crate::hash::HashMap;
 
 use ipnet::IpNet;
 
@@ -71,11 +73,13 @@ struct RootResult {
 }
 
 /// A root in the order of production: the chassis row (in uuid order), then the port (in
-/// `(logical_port, uuid)` order, as the model's index holds them).
+/// `(logical_port, uuid)` order, as the model's index holds them). Borrowed from the index, so
+/// listing the roots looks no row up.
 #[derive(Clone, Copy)]
 struct RootOrder<'a> {
     chassis: &'a Uuid,
-    port: &'a PortBinding,
+    name: &'a str,
+    uuid: &'a Uuid,
 }
 
 impl RootKey for RootOrder<'_> {
@@ -84,16 +88,16 @@ impl RootKey for RootOrder<'_> {
     fn to_owned_key(&self) -> Self::Owned {
         (
             self.chassis.clone(),
-            self.port.logical_port.clone(),
-            self.port.uuid.clone(),
+            self.name.to_owned(),
+            self.uuid.clone(),
         )
     }
 
     fn cmp_owned(&self, (chassis, name, uuid): &Self::Owned) -> std::cmp::Ordering {
         self.chassis
             .cmp(chassis)
-            .then_with(|| self.port.logical_port.as_str().cmp(name))
-            .then_with(|| self.port.uuid.cmp(uuid))
+            .then_with(|| self.name.cmp(name.as_str()))
+            .then_with(|| self.uuid.cmp(uuid))
     }
 }
 
@@ -135,14 +139,16 @@ impl ExposureCache {
         let mut seen: Vec<RootOrder<'_>> = Vec::new();
         let chassis_rows = model.chassis_uuids_named(&local.name);
         for chassis in &chassis_rows {
-            for port in model.ports_on_chassis(chassis) {
-                stats.roots += 1;
-                seen.push(RootOrder { chassis, port });
-                let fresh = self.roots.get(&port.uuid).is_some_and(|r| match &stale {
-                    Some(stale) => !stale.contains(&port.uuid),
+            for (name, uuid) in model.port_keys_on_chassis(chassis) {
+                let fresh = self.roots.get(uuid).is_some_and(|r| match &stale {
+                    Some(stale) => !stale.contains(uuid),
                     None => r.read.still_valid(generations),
                 });
                 if !fresh {
+                    // Only a root to compute again needs its row.
+                    let Some(port) = model.port(uuid) else {
+                        continue;
+                    };
                     stats.recomputed += 1;
                     let mut root = Root {
                         lookups: RecordedLookups::new(model),
@@ -158,6 +164,12 @@ impl ExposureCache {
                     self.readers.add(&port.uuid, &result.read);
                     self.roots.insert(port.uuid.clone(), result);
                 }
+                stats.roots += 1;
+                seen.push(RootOrder {
+                    chassis,
+                    name: name.as_str(),
+                    uuid,
+                });
             }
         }
         // Laid out in the roots' order, once every root is current: the subnets and skips of
@@ -168,7 +180,7 @@ impl ExposureCache {
         let mut subnets = Vec::new();
         let mut skips = Vec::new();
         let laid = seen.iter().map(|order| {
-            let root = &roots[&order.port.uuid];
+            let root = &roots[order.uuid];
             subnets.extend(&root.produced.subnets);
             skips.extend(&root.produced.skips);
             let ips = root.produced.ips.iter().map(|ip| (ScopeId::Global, ip));
@@ -182,8 +194,7 @@ impl ExposureCache {
             out.skip(TABLE, row.clone(), reason.clone());
         }
         if self.roots.len() != n_seen {
-            let seen: std::collections::HashSet<&Uuid> =
-                seen.iter().map(|o| &o.port.uuid).collect();
+            let seen: crate::hash::HashSet<&Uuid> = seen.iter().map(|o| o.uuid).collect();
             let (readers, roots) = (&mut self.readers, &mut self.roots);
             readers.retain(roots, Uuid::clone, |r| &r.read, |u| seen.contains(u));
         }

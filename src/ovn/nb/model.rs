@@ -264,6 +264,25 @@ fn members(index: &HashMap<String, HashSet<Uuid>>, key: &str) -> Vec<Uuid> {
     index.get(key).into_iter().flatten().cloned().collect()
 }
 
+/// Rows by (name, uuid): an index that is listed in that order needs no sort.
+type NamedSet = BTreeSet<(String, Uuid)>;
+
+fn named_insert(index: &mut HashMap<String, NamedSet>, key: &str, name: &str, uuid: &str) {
+    index
+        .entry(key.to_owned())
+        .or_default()
+        .insert((name.to_owned(), uuid.to_owned()));
+}
+
+fn named_remove(index: &mut HashMap<String, NamedSet>, key: &str, name: &str, uuid: &str) {
+    if let Some(set) = index.get_mut(key) {
+        set.remove(&(name.to_owned(), uuid.to_owned()));
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
 fn index_remove(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &str) {
     if let Some(set) = index.get_mut(key) {
         set.remove(uuid);
@@ -348,11 +367,12 @@ struct SwitchTracking {
 pub struct NbModel {
     lsps: HashMap<Uuid, Lsp>,
     lsp_by_name: HashMap<String, Uuid>,
-    /// Ports by every hostname in their `requested-chassis` (or virtual `neutron:host_id`).
-    lsp_by_host: HashMap<String, HashSet<Uuid>>,
+    /// Ports by every hostname in their `requested-chassis` (or virtual `neutron:host_id`),
+    /// in (name, uuid) order: listed per event, in the order the exposures are laid out in.
+    lsp_by_host: HashMap<String, NamedSet>,
     /// The same, of the ports with a FIP (`neutron:port_fip`): the monitor conditions name
     /// their NAT rules, and a VM without one binding here leaves the conditions as they are.
-    fip_lsp_by_host: HashMap<String, HashSet<Uuid>>,
+    fip_lsp_by_host: HashMap<String, NamedSet>,
     /// Localnet ports by physnet.
     localnet_by_physnet: HashMap<String, HashSet<Uuid>>,
     /// Router-interface ports by router id (`neutron:device_id`).
@@ -457,9 +477,9 @@ impl NbModel {
         self.lsp_by_name.insert(lsp.name.clone(), uuid.clone());
         let fip = lsp.external_ids.contains_key(keys::PORT_FIP);
         for host in lsp.candidate_hosts() {
-            index_insert(&mut self.lsp_by_host, &host, &uuid);
+            named_insert(&mut self.lsp_by_host, &host, &lsp.name, &uuid);
             if fip {
-                index_insert(&mut self.fip_lsp_by_host, &host, &uuid);
+                named_insert(&mut self.fip_lsp_by_host, &host, &lsp.name, &uuid);
             }
         }
         if let Some(physnet) = lsp.physnet() {
@@ -487,8 +507,8 @@ impl NbModel {
             self.lsp_by_name.remove(&old.name);
         }
         for host in old.candidate_hosts() {
-            index_remove(&mut self.lsp_by_host, &host, uuid);
-            index_remove(&mut self.fip_lsp_by_host, &host, uuid);
+            named_remove(&mut self.lsp_by_host, &host, &old.name, uuid);
+            named_remove(&mut self.fip_lsp_by_host, &host, &old.name, uuid);
         }
         if let Some(physnet) = old.physnet() {
             index_remove(&mut self.localnet_by_physnet, physnet, uuid);
@@ -513,12 +533,25 @@ impl NbModel {
     /// Ports whose `requested-chassis` lists `hostname` (or virtual ports whose
     /// `neutron:host_id` is it); whether they are bound here is [`Lsp::bound_chassis`]'s answer.
     pub fn ports_listing_host(&self, hostname: &str) -> Vec<&Lsp> {
-        sorted(&self.lsps, self.lsp_by_host.get(hostname), |p| &p.name)
+        self.resolve_named(self.port_keys_listing_host(hostname))
+    }
+
+    /// The (name, uuid) of [`Self::ports_listing_host`], in its order, without looking their
+    /// rows up: a cache that has the result of most of them needs only their keys (issue 17).
+    pub fn port_keys_listing_host(
+        &self,
+        hostname: &str,
+    ) -> impl Iterator<Item = &(String, Uuid)> + '_ {
+        self.lsp_by_host.get(hostname).into_iter().flatten()
     }
 
     /// [`Self::ports_listing_host`] with a FIP (`neutron:port_fip`).
     pub fn fip_ports_listing_host(&self, hostname: &str) -> Vec<&Lsp> {
-        sorted(&self.lsps, self.fip_lsp_by_host.get(hostname), |p| &p.name)
+        self.resolve_named(self.fip_lsp_by_host.get(hostname).into_iter().flatten())
+    }
+
+    fn resolve_named<'a>(&'a self, keys: impl Iterator<Item = &'a (String, Uuid)>) -> Vec<&'a Lsp> {
+        keys.filter_map(|(_, u)| self.lsps.get(u)).collect()
     }
 
     pub fn localnets_of_physnet(&self, physnet: &str) -> Vec<&Lsp> {

@@ -394,7 +394,17 @@ impl SbModel {
     }
 
     pub fn ports_on_chassis(&self, chassis_uuid: &str) -> Vec<&PortBinding> {
-        self.resolve(self.by_chassis.get(chassis_uuid).into_iter().flatten())
+        self.resolve(self.port_keys_on_chassis(chassis_uuid))
+    }
+
+    /// The (name, uuid) of the ports bound to the chassis row `chassis_uuid`, in the order of
+    /// [`Self::ports_on_chassis`], without looking their rows up: a cache that has the result
+    /// of most of them needs only their keys (issue 17).
+    pub fn port_keys_on_chassis(
+        &self,
+        chassis_uuid: &str,
+    ) -> impl Iterator<Item = &(String, Uuid)> + '_ {
+        self.by_chassis.get(chassis_uuid).into_iter().flatten()
     }
 
     /// The `chassisredirect` ports bound to the chassis row `chassis_uuid`, in the order of
