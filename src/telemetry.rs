@@ -39,6 +39,10 @@ pub(crate) mod global {
     /// Flow checks that found the agent's OpenFlow flows drifted (an OVS restart,
     /// `emer-reset`) and repaired them.
     pub(crate) static FLOW_REPAIRS: LazyLock<Counter> = LazyLock::new(Counter::default);
+    /// Tool chains (FRR, OVS) applying a desired state now. One that stays up is a slow or
+    /// hung tool; after a start, it falls to 0 once FRR and the flows have what the kernel has.
+    pub(crate) static TOOL_CHAINS_APPLYING: LazyLock<prometheus_client::metrics::gauge::Gauge> =
+        LazyLock::new(Default::default);
 
     use prometheus_client::metrics::family::Family;
     use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -585,6 +589,12 @@ impl Telemetry {
             "driver_changes",
             "Changes the driver reported (database updates, resyncs)",
             t.driver_changes.clone(),
+        );
+        r.register(
+            "tool_chains_applying",
+            "Tool chains (FRR, OVS) applying a desired state now, in the background of the \
+             reconciles; one that stays up is a slow or hung tool",
+            global::TOOL_CHAINS_APPLYING.clone(),
         );
         r.register_collector(Box::new(OvsdbCollector));
         r.register_collector(Box::new(KernelCollector));

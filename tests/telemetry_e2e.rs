@@ -264,6 +264,18 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
     ] {
         assert!(text.contains(&line), "{line} not in /metrics:\n{text}");
     }
+    // The tool chains (FRR, OVS) applying in the background are counted while they run, and
+    // the count falls back to 0 once they caught up (every start matched by an end).
+    wait_until("tool chains idle", Duration::from_secs(30), || {
+        let (_, text) = http_get(&metrics, "/metrics");
+        match text
+            .lines()
+            .find(|l| l.starts_with("ovn_bgp_agent_tool_chains_applying "))
+        {
+            Some("ovn_bgp_agent_tool_chains_applying 0") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
     // The kernel is read from the mirror (the first reconcile plans in full), never by dumps.
     let plans = |plan: &str| -> f64 {
         text.lines()

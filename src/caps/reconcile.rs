@@ -247,9 +247,11 @@ impl CompositeReconciler {
                         continue;
                     };
                     let started = tokio::time::Instant::now();
+                    let applying = Applying::start();
                     let report = tools
                         .apply_chain(chain, &request.desired, request.with_ports)
                         .await;
+                    drop(applying);
                     if started.elapsed() > wait {
                         // The reconcile that asked stopped waiting: nobody else logs this.
                         log_late(&report, started.elapsed());
@@ -260,6 +262,23 @@ impl CompositeReconciler {
             ToolWorker { submit, done }
         });
         w.clone()
+    }
+}
+
+/// A tool chain applying a state, counted in `tool_chains_applying` until dropped (also when
+/// the apply panics).
+struct Applying;
+
+impl Applying {
+    fn start() -> Self {
+        crate::telemetry::global::TOOL_CHAINS_APPLYING.inc();
+        Self
+    }
+}
+
+impl Drop for Applying {
+    fn drop(&mut self) {
+        crate::telemetry::global::TOOL_CHAINS_APPLYING.dec();
     }
 }
 
