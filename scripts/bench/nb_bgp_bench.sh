@@ -12,6 +12,7 @@
 #
 # Environment: BENCH_SIZES, BENCH_EVENTS (200), BENCH_BURST (50), BENCH_COLD_PORTS (100),
 # BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
+# BENCH_SETTLE (0: seconds to wait after a cold start, besides the wait for the agent's tool chains),
 # BENCH_OUT (JSON results, default $LAB_DIR/../nb-bgp-bench-<time>.json),
 # CARGO_TARGET_DIR (where the release build goes), and the lab's own LAB_DIR / LAB_NS_PREFIX /
 # LAB_NB_TCP_PORT / LAB_SB_TCP_PORT (defaults below keep it apart from a default lab). The lab is
