@@ -59,7 +59,7 @@ use crate::exposure::{
     ProviderNetwork, RootKey, ScopeId, next_version,
 };
 use crate::hash::{HashMap, HashSet};
-use crate::ovn::generations::{CacheStats, ReadSet};
+use crate::ovn::generations::{CacheStats, ReadSet, Readers};
 use crate::ovn::identity::ChassisIdentity;
 use crate::ovn::sb::condition::{CR_LRP_PREFIX, EvpnSettings};
 use crate::ovn::sb::model::{
@@ -162,15 +162,31 @@ struct Listed {
 }
 
 impl Subnet {
-    /// Whether its listing holds for this VNI and the model as it is now.
-    fn listing_valid(&self, vni: Vni, model: &SbModel) -> bool {
+    /// Whether its listing holds for this VNI and the model as it is now, its reads judged by
+    /// `reads_valid`.
+    fn listing_valid(
+        &self,
+        vni: Vni,
+        reads_valid: impl FnOnce(&ReadSet<ModelKey>) -> bool,
+    ) -> bool {
         self.listing.as_ref().is_some_and(|l| {
             l.of.0 == vni
                 && l.of.1 == self.datapath
                 && l.of.2 == self.exposed.router_ip.trunc()
-                && l.read.still_valid(model.generations())
+                && reads_valid(&l.read)
         })
     }
+}
+
+/// A listing's [`EvpnRoot`] borrowed: its gateway's uuid, router port and position.
+type ListingId<'a> = (&'a Uuid, &'a (String, Uuid), u32);
+
+/// A root of the cache in its reverse index: a gateway, or a subnet's listing below it, by its
+/// router port and position (the key [`GatewayResult::adopt_listings`] carries listings over by).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum EvpnRoot {
+    Gateway(Uuid),
+    Listing(Uuid, (String, Uuid), u32),
 }
 
 /// The result of one gateway root and what it was computed from.
@@ -206,6 +222,23 @@ impl GatewayResult {
     /// Take over the listings of `old` for the subnets that are still there: the listings
     /// are checked against the model before use, and most often a gateway's change (its
     /// addresses, another subnet attached) leaves its subnets' VMs as they were.
+    /// The listings of its subnets as roots of the reverse index (`gateway` is its port's
+    /// uuid), with what each read.
+    fn listings<'a>(
+        &'a self,
+        gateway: &'a Uuid,
+    ) -> impl Iterator<Item = (EvpnRoot, &'a ReadSet<ModelKey>)> + 'a {
+        let subnets: &[Subnet] = match &self.gateway {
+            Gateway::Asks(ask) => &ask.subnets,
+            _ => &[],
+        };
+        subnets.iter().filter_map(move |s| {
+            let listing = s.listing.as_ref()?;
+            let root = EvpnRoot::Listing(gateway.clone(), s.lrp.clone(), s.position);
+            Some((root, &listing.read))
+        })
+    }
+
     fn adopt_listings(&mut self, old: GatewayResult) {
         if old.at != self.at {
             return;
@@ -328,6 +361,9 @@ pub struct ExposureCache {
     mappings: Option<Vec<(String, String)>>,
     /// By gateway port uuid.
     gateways: HashMap<Uuid, GatewayResult>,
+    /// The gateways and listings that read each lookup: an event looks at those of the lookups
+    /// it stamped, not at every root's reads.
+    readers: Readers<ModelKey, EvpnRoot>,
     /// The roots' IPs as last laid out.
     layout: IpLayout<OwnedOrder>,
     last: CacheStats,
@@ -340,8 +376,29 @@ impl ExposureCache {
     pub fn compute(&mut self, model: &SbModel, identity: &ChassisIdentity) -> ExposureSet {
         if self.mappings.as_ref() != Some(&identity.bridge_mappings) {
             self.gateways.clear();
+            self.readers.clear();
             self.mappings = Some(identity.bridge_mappings.clone());
         }
+        let generations = model.generations();
+        // The roots whose reads an event changed, by kind and borrowed (no root built per
+        // check); `None` (first call, new epoch, log outrun): each root's reads are checked.
+        let stale = self.readers.stale(generations);
+        let stale_gateways: Option<HashSet<&Uuid>> = stale.as_ref().map(|s| {
+            s.iter()
+                .filter_map(|r| match r {
+                    EvpnRoot::Gateway(u) => Some(u),
+                    EvpnRoot::Listing(..) => None,
+                })
+                .collect()
+        });
+        let stale_listings: Option<HashSet<ListingId<'_>>> = stale.as_ref().map(|s| {
+            s.iter()
+                .filter_map(|r| match r {
+                    EvpnRoot::Listing(g, lrp, position) => Some((g, lrp, *position)),
+                    EvpnRoot::Gateway(_) => None,
+                })
+                .collect()
+        });
         // The bridges' ARP/NDP wiring, and the localnet patch ports the redirect flows match on.
         let (mappings, mut out) = BridgeMappings::wired(&identity.bridge_mappings, model);
         let mut stats = CacheStats::default();
@@ -356,15 +413,28 @@ impl ExposureCache {
             // The gateways only: the tenant VMs bound here too are not walked per event.
             for port in model.chassisredirect_on_chassis(chassis) {
                 stats.roots += 1;
+                let fresh = |cached: &GatewayResult| match &stale_gateways {
+                    Some(stale) => !stale.contains(&port.uuid),
+                    None => cached.read.still_valid(generations),
+                };
                 let mut result = match self.gateways.remove(&port.uuid) {
-                    Some(cached) if cached.read.still_valid(model.generations()) => cached,
+                    Some(cached) if fresh(&cached) => cached,
                     old => {
                         stats.recomputed += 1;
-                        let mut fresh = GatewayResult::compute(model, &mappings, chassis, port);
+                        let mut new = GatewayResult::compute(model, &mappings, chassis, port);
+                        let root = EvpnRoot::Gateway(port.uuid.clone());
                         if let Some(old) = old {
-                            fresh.adopt_listings(old);
+                            self.readers.remove(&root, &old.read);
+                            for (listing, read) in old.listings(&port.uuid) {
+                                self.readers.remove(&listing, read);
+                            }
+                            new.adopt_listings(old);
+                            for (listing, read) in new.listings(&port.uuid) {
+                                self.readers.add(&listing, read);
+                            }
                         }
-                        fresh
+                        self.readers.add(&root, &new.read);
+                        new
                     }
                 };
                 let refused = claim(&mut claims, &result.gateway, port);
@@ -373,15 +443,45 @@ impl ExposureCache {
                 {
                     for subnet in &mut ask.subnets {
                         stats.roots += 1;
-                        if !subnet.listing_valid(ask.vni, model) {
+                        let valid = subnet.listing_valid(ask.vni, |read| match &stale_listings {
+                            Some(stale) => {
+                                !stale.contains(&(&port.uuid, &subnet.lrp, subnet.position))
+                            }
+                            None => read.still_valid(generations),
+                        });
+                        if !valid {
                             stats.recomputed += 1;
-                            subnet.listing = Some(Reader::new(model).listing(
+                            let root = EvpnRoot::Listing(
+                                port.uuid.clone(),
+                                subnet.lrp.clone(),
+                                subnet.position,
+                            );
+                            if let Some(old) = &subnet.listing {
+                                self.readers.remove(&root, &old.read);
+                            }
+                            let listing = Reader::new(model).listing(
                                 ask.vni,
                                 &subnet.datapath,
                                 subnet.exposed.router_ip.trunc(),
                                 subnet.listing.take(),
                                 &mut rows_read,
-                            ));
+                            );
+                            self.readers.add(&root, &listing.read);
+                            subnet.listing = Some(listing);
+                        }
+                    }
+                } else if let Gateway::Asks(ask) = &mut result.gateway {
+                    // Refused: its subnets are not listed, so nothing keeps their listings
+                    // current (an event that stamps what they read passes unseen); dropped,
+                    // to be listed afresh once the gateway gets its VNI.
+                    for subnet in &mut ask.subnets {
+                        if let Some(old) = subnet.listing.take() {
+                            let root = EvpnRoot::Listing(
+                                port.uuid.clone(),
+                                subnet.lrp.clone(),
+                                subnet.position,
+                            );
+                            self.readers.remove(&root, &old.read);
                         }
                     }
                 }
@@ -449,8 +549,22 @@ impl ExposureCache {
         );
         if self.gateways.len() != seen.len() {
             let here: HashSet<&Uuid> = seen.iter().map(|(_, port, _)| &port.uuid).collect();
-            self.gateways.retain(|u, _| here.contains(u));
+            let gone: Vec<Uuid> = (self.gateways.keys())
+                .filter(|u| !here.contains(u))
+                .cloned()
+                .collect();
+            for uuid in gone {
+                let Some(old) = self.gateways.remove(&uuid) else {
+                    continue;
+                };
+                self.readers
+                    .remove(&EvpnRoot::Gateway(uuid.clone()), &old.read);
+                for (listing, read) in old.listings(&uuid) {
+                    self.readers.remove(&listing, read);
+                }
+            }
         }
+        self.readers.now_current(generations);
         self.last = stats;
         self.last_rows_read = rows_read;
         out
@@ -1454,6 +1568,11 @@ pub(super) mod tests {
                     apply(&mut model, &mut mappings, s);
                     if !then_compute && i + 1 < steps.len() {
                         continue;
+                    }
+                    // Now and then as after the model forgot what changed: every root's reads
+                    // are checked.
+                    if i % 7 == 6 {
+                        cache.readers.lose_track();
                     }
                     let cached = cache.compute(&model, &identity(mappings));
                     let fresh = compute(&model, &identity(mappings));
