@@ -176,6 +176,11 @@ impl Subnet {
                 && reads_valid(&l.read)
         })
     }
+
+    /// Its listing's root in the reverse index, below the gateway of port uuid `gateway`.
+    fn root(&self, gateway: &Uuid) -> EvpnRoot {
+        EvpnRoot::Listing(gateway.clone(), self.lrp.clone(), self.position)
+    }
 }
 
 /// A listing's [`EvpnRoot`] borrowed: its gateway's uuid, router port and position.
@@ -219,9 +224,6 @@ impl GatewayResult {
         }
     }
 
-    /// Take over the listings of `old` for the subnets that are still there: the listings
-    /// are checked against the model before use, and most often a gateway's change (its
-    /// addresses, another subnet attached) leaves its subnets' VMs as they were.
     /// The listings of its subnets as roots of the reverse index (`gateway` is its port's
     /// uuid), with what each read.
     fn listings<'a>(
@@ -232,13 +234,22 @@ impl GatewayResult {
             Gateway::Asks(ask) => &ask.subnets,
             _ => &[],
         };
-        subnets.iter().filter_map(move |s| {
-            let listing = s.listing.as_ref()?;
-            let root = EvpnRoot::Listing(gateway.clone(), s.lrp.clone(), s.position);
-            Some((root, &listing.read))
-        })
+        subnets
+            .iter()
+            .filter_map(move |s| Some((s.root(gateway), &s.listing.as_ref()?.read)))
     }
 
+    /// Take the gateway's roots out of the reverse index: its own and its listings'.
+    fn forget(&self, gateway: &Uuid, readers: &mut Readers<ModelKey, EvpnRoot>) {
+        readers.remove(&EvpnRoot::Gateway(gateway.clone()), &self.read);
+        for (listing, read) in self.listings(gateway) {
+            readers.remove(&listing, read);
+        }
+    }
+
+    /// Take over the listings of `old` for the subnets that are still there: the listings
+    /// are checked against the model before use, and most often a gateway's change (its
+    /// addresses, another subnet attached) leaves its subnets' VMs as they were.
     fn adopt_listings(&mut self, old: GatewayResult) {
         if old.at != self.at {
             return;
@@ -422,18 +433,15 @@ impl ExposureCache {
                     old => {
                         stats.recomputed += 1;
                         let mut new = GatewayResult::compute(model, &mappings, chassis, port);
-                        let root = EvpnRoot::Gateway(port.uuid.clone());
                         if let Some(old) = old {
-                            self.readers.remove(&root, &old.read);
-                            for (listing, read) in old.listings(&port.uuid) {
-                                self.readers.remove(&listing, read);
-                            }
+                            old.forget(&port.uuid, &mut self.readers);
                             new.adopt_listings(old);
                             for (listing, read) in new.listings(&port.uuid) {
                                 self.readers.add(&listing, read);
                             }
                         }
-                        self.readers.add(&root, &new.read);
+                        self.readers
+                            .add(&EvpnRoot::Gateway(port.uuid.clone()), &new.read);
                         new
                     }
                 };
@@ -451,11 +459,7 @@ impl ExposureCache {
                         });
                         if !valid {
                             stats.recomputed += 1;
-                            let root = EvpnRoot::Listing(
-                                port.uuid.clone(),
-                                subnet.lrp.clone(),
-                                subnet.position,
-                            );
+                            let root = subnet.root(&port.uuid);
                             if let Some(old) = &subnet.listing {
                                 self.readers.remove(&root, &old.read);
                             }
@@ -476,12 +480,7 @@ impl ExposureCache {
                     // to be listed afresh once the gateway gets its VNI.
                     for subnet in &mut ask.subnets {
                         if let Some(old) = subnet.listing.take() {
-                            let root = EvpnRoot::Listing(
-                                port.uuid.clone(),
-                                subnet.lrp.clone(),
-                                subnet.position,
-                            );
-                            self.readers.remove(&root, &old.read);
+                            self.readers.remove(&subnet.root(&port.uuid), &old.read);
                         }
                     }
                 }
@@ -554,13 +553,8 @@ impl ExposureCache {
                 .cloned()
                 .collect();
             for uuid in gone {
-                let Some(old) = self.gateways.remove(&uuid) else {
-                    continue;
-                };
-                self.readers
-                    .remove(&EvpnRoot::Gateway(uuid.clone()), &old.read);
-                for (listing, read) in old.listings(&uuid) {
-                    self.readers.remove(&listing, read);
+                if let Some(old) = self.gateways.remove(&uuid) {
+                    old.forget(&uuid, &mut self.readers);
                 }
             }
         }

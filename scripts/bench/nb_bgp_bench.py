@@ -550,7 +550,7 @@ def measure(lab, w, agent, args, counts):
     res["cold_start_repeats_ms"] = [c["exec_to_all_addresses_ms"] for c in starts]
     res["cold_start_replica_ready_ms"] = [c["exec_to_nb_replica_ready_ms"] for c in starts]
     log(f"cold start: {res['cold_start_repeats_ms']} ms; replica {res['cold_start']['replica_rows']}")
-    wait_tools_idle(agent, w, lab.env)
+    wait_tools_idle(w, lab.env)
     settle(w)
     wait_idle(agent, w, quiet=1.0)
     res["rss_after_start"] = memory(agent)

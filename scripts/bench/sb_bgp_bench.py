@@ -792,7 +792,7 @@ def tool_chains_applying(env):
     return float(m.group(1)) if m else None
 
 
-def wait_tools_idle(agent, w, env, quiet=2.0, timeout=180):
+def wait_tools_idle(w, env, quiet=2.0, timeout=180):
     """Until the tool chains the cold start left applying in the background (one vtysh per EVPN
     VRF, the flows) are done, and no tool run finished for `quiet` s: their processes must not
     be counted as the first events' cost."""
@@ -888,7 +888,7 @@ def measure(lab, w, agent, args, n_total):
     res["cold_start"] = starts[0]
     res["cold_start_repeats_ms"] = [c["exec_to_all_addresses_ms"] for c in starts]
     log(f"cold start: {res['cold_start']}; repeats {res['cold_start_repeats_ms']}")
-    wait_tools_idle(agent, w, lab.env)
+    wait_tools_idle(w, lab.env)
     settle(w)
     wait_idle(agent, w, quiet=1.0)
     res["rss_after_start"] = agent.memory()

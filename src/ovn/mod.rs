@@ -7,6 +7,7 @@
 pub mod connect;
 pub mod generations;
 pub mod identity;
+pub(crate) mod index;
 pub mod nb;
 pub mod neutron;
 pub mod sb;

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::hash::{HashMap, HashSet};
 use crate::ovn::generations::{Generations, ReadSet};
+use crate::ovn::index;
 
 use crate::ovn::neutron::{self, keys};
 
@@ -264,24 +265,9 @@ fn members(index: &HashMap<String, HashSet<Uuid>>, key: &str) -> Vec<Uuid> {
     index.get(key).into_iter().flatten().cloned().collect()
 }
 
-/// Rows by (name, uuid): an index that is listed in that order needs no sort.
+/// Rows by (name, uuid): an index that is listed in that order needs no sort
+/// ([`crate::ovn::index`]).
 type NamedSet = BTreeSet<(String, Uuid)>;
-
-fn named_insert(index: &mut HashMap<String, NamedSet>, key: &str, name: &str, uuid: &str) {
-    index
-        .entry(key.to_owned())
-        .or_default()
-        .insert((name.to_owned(), uuid.to_owned()));
-}
-
-fn named_remove(index: &mut HashMap<String, NamedSet>, key: &str, name: &str, uuid: &str) {
-    if let Some(set) = index.get_mut(key) {
-        set.remove(&(name.to_owned(), uuid.to_owned()));
-        if set.is_empty() {
-            index.remove(key);
-        }
-    }
-}
 
 fn index_remove(index: &mut HashMap<String, HashSet<Uuid>>, key: &str, uuid: &str) {
     if let Some(set) = index.get_mut(key) {
@@ -477,10 +463,11 @@ impl NbModel {
         self.lsp_by_name.insert(lsp.name.clone(), uuid.clone());
         let fip = lsp.external_ids.contains_key(keys::PORT_FIP);
         for host in lsp.candidate_hosts() {
-            named_insert(&mut self.lsp_by_host, &host, &lsp.name, &uuid);
+            let key = (lsp.name.clone(), uuid.clone());
             if fip {
-                named_insert(&mut self.fip_lsp_by_host, &host, &lsp.name, &uuid);
+                index::insert(&mut self.fip_lsp_by_host, &host, key.clone());
             }
+            index::insert(&mut self.lsp_by_host, &host, key);
         }
         if let Some(physnet) = lsp.physnet() {
             index_insert(&mut self.localnet_by_physnet, physnet, &uuid);
@@ -506,9 +493,10 @@ impl NbModel {
         if self.lsp_by_name.get(&old.name).is_some_and(|u| u == uuid) {
             self.lsp_by_name.remove(&old.name);
         }
+        let key = (old.name.clone(), uuid.to_owned());
         for host in old.candidate_hosts() {
-            named_remove(&mut self.lsp_by_host, &host, &old.name, uuid);
-            named_remove(&mut self.fip_lsp_by_host, &host, &old.name, uuid);
+            index::remove(&mut self.lsp_by_host, &host, &key);
+            index::remove(&mut self.fip_lsp_by_host, &host, &key);
         }
         if let Some(physnet) = old.physnet() {
             index_remove(&mut self.localnet_by_physnet, physnet, uuid);

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::hash::HashMap;
 use crate::ovn::generations::Generations;
+use crate::ovn::index;
 
 /// OVSDB row uuid as text.
 pub type Uuid = String;
@@ -71,21 +72,6 @@ pub struct LoadBalancer {
     pub uuid: Uuid,
     pub name: String,
     pub datapaths: BTreeSet<Uuid>,
-}
-
-/// Index entries are ordered sets: readers walk them in a deterministic order (exposures and
-/// their "first producer wins" rule must not depend on hash order) without sorting per event.
-fn index_insert<T: Ord>(index: &mut HashMap<String, BTreeSet<T>>, key: &str, item: T) {
-    index.entry(key.to_owned()).or_default().insert(item);
-}
-
-fn index_remove<T: Ord>(index: &mut HashMap<String, BTreeSet<T>>, key: &str, item: &T) {
-    if let Some(set) = index.get_mut(key) {
-        set.remove(item);
-        if set.is_empty() {
-            index.remove(key);
-        }
-    }
 }
 
 /// Ports of an index entry, by logical port name, then uuid.
@@ -272,14 +258,14 @@ impl SbModel {
 
     pub fn upsert_load_balancer(&mut self, lb: LoadBalancer) {
         self.remove_load_balancer(&lb.uuid.clone());
-        index_insert(&mut self.lb_by_name, &lb.name, lb.uuid.clone());
+        index::insert(&mut self.lb_by_name, &lb.name, lb.uuid.clone());
         self.stamp(ModelKey::LoadBalancers(lb.name.clone()));
         self.load_balancers.insert(lb.uuid.clone(), lb);
     }
 
     pub fn remove_load_balancer(&mut self, uuid: &str) {
         if let Some(old) = self.load_balancers.remove(uuid) {
-            index_remove(&mut self.lb_by_name, &old.name, &old.uuid);
+            index::remove(&mut self.lb_by_name, &old.name, &old.uuid);
             self.stamp(ModelKey::LoadBalancers(old.name));
         }
     }
@@ -297,27 +283,27 @@ impl SbModel {
         self.remove_port(&uuid);
         self.by_name.insert(port.logical_port.clone(), uuid.clone());
         if let Some(ch) = &port.chassis {
-            index_insert(&mut self.by_chassis, ch, port_key(&port));
+            index::insert(&mut self.by_chassis, ch, port_key(&port));
         }
         self.by_datapath
             .entry(port.datapath.clone())
             .or_default()
             .insert(port_key(&port), next_row_stamp());
         if port.port_type == "localnet" {
-            index_insert(
+            index::insert(
                 &mut self.localnet_by_datapath,
                 &port.datapath,
                 port_key(&port),
             );
             if let Some(net) = port.options.get("network_name") {
-                index_insert(&mut self.localnet_by_physnet, net, port_key(&port));
+                index::insert(&mut self.localnet_by_physnet, net, port_key(&port));
             }
         }
         for resident in nat_residents(&port) {
-            index_insert(&mut self.nat_by_resident, &resident, port_key(&port));
+            index::insert(&mut self.nat_by_resident, &resident, port_key(&port));
         }
         if lb_vip_name(&port).is_some() {
-            index_insert(
+            index::insert(
                 &mut self.lb_vip_by_datapath,
                 &port.datapath,
                 port_key(&port),
@@ -326,7 +312,7 @@ impl SbModel {
         if port.port_type == CHASSISREDIRECT {
             self.chassisredirect.insert(port_key(&port));
             if let Some(ch) = &port.chassis {
-                index_insert(&mut self.chassisredirect_by_chassis, ch, port_key(&port));
+                index::insert(&mut self.chassisredirect_by_chassis, ch, port_key(&port));
             }
         }
         self.stamp_port(&port);
@@ -342,7 +328,7 @@ impl SbModel {
             self.by_name.remove(&old.logical_port);
         }
         if let Some(ch) = &old.chassis {
-            index_remove(&mut self.by_chassis, ch, &port_key(&old));
+            index::remove(&mut self.by_chassis, ch, &port_key(&old));
         }
         if let Some(set) = self.by_datapath.get_mut(&old.datapath) {
             set.remove(&port_key(&old));
@@ -351,26 +337,26 @@ impl SbModel {
             }
         }
         if old.port_type == "localnet" {
-            index_remove(
+            index::remove(
                 &mut self.localnet_by_datapath,
                 &old.datapath,
                 &port_key(&old),
             );
             if let Some(net) = old.options.get("network_name") {
-                index_remove(&mut self.localnet_by_physnet, net, &port_key(&old));
+                index::remove(&mut self.localnet_by_physnet, net, &port_key(&old));
             }
         }
         for resident in nat_residents(&old) {
-            index_remove(&mut self.nat_by_resident, &resident, &port_key(&old));
+            index::remove(&mut self.nat_by_resident, &resident, &port_key(&old));
         }
         if lb_vip_name(&old).is_some() {
-            index_remove(&mut self.lb_vip_by_datapath, &old.datapath, &port_key(&old));
+            index::remove(&mut self.lb_vip_by_datapath, &old.datapath, &port_key(&old));
         }
         self.chassisredirect.remove(&port_key(&old));
         if old.port_type == CHASSISREDIRECT
             && let Some(ch) = &old.chassis
         {
-            index_remove(&mut self.chassisredirect_by_chassis, ch, &port_key(&old));
+            index::remove(&mut self.chassisredirect_by_chassis, ch, &port_key(&old));
         }
         self.stamp_port(&old);
     }
