@@ -751,3 +751,143 @@ async fn hostile_pid_files_cannot_wedge_the_frr_check() {
     assert_eq!(applied, 1);
     assert_leak_applied(&lab.chassis.running_config(), "172.24.4.1");
 }
+
+/// A fixed snippet, for an object FRR refuses.
+struct Text(&'static str);
+
+impl FrrSnippet for Text {
+    fn render(&self) -> Result<String, ovn_bgp_agent::caps::frr::RenderError> {
+        Ok(self.0.to_owned())
+    }
+}
+
+/// A configurator whose vtysh is a wrapper logging each invocation's arguments (one line per
+/// run) before running the real one.
+fn counting_configurator(lab: &Lab, dir: &std::path::Path) -> (VtyshConfigurator, PathBuf) {
+    let log = dir.join("vtysh-runs.log");
+    let wrapper = dir.join("vtysh");
+    frrovs_support::write_executable(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> {log}\nexec {real} \"$@\"\n",
+            log = log.display(),
+            real = frrovs_support::VTYSH
+        ),
+    );
+    let vtysh = Vtysh::new(VtyshOptions {
+        vtysh_path: wrapper,
+        vty_socket_dir: lab.chassis.dir.clone(),
+        timeout: Duration::from_secs(20),
+    });
+    (VtyshConfigurator::new(vtysh), log)
+}
+
+/// How many `vtysh -f` runs the wrapper logged.
+fn apply_runs(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(" -f "))
+        .count()
+}
+
+/// The VNI configured under `vrf <name>` in the running configuration.
+fn vni_of(running: &str, vrf: &str) -> Option<String> {
+    let mut lines = running.lines().map(str::trim);
+    lines.find(|l| *l == format!("vrf {vrf}"))?;
+    lines
+        .take_while(|l| *l != "exit-vrf")
+        .find_map(|l| l.strip_prefix("vni ").map(str::to_owned))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_frr_objects_take_one_vtysh_run_and_a_refused_one_is_isolated() {
+    let lab = Lab::start(false);
+    let state_dir = tempfile::tempdir().unwrap();
+    let (configurator, log) = counting_configurator(&lab, state_dir.path());
+    let objects = FrrObjects::new(
+        Arc::new(configurator),
+        state_dir.path().join("objects.json"),
+    );
+    let vnis: Vec<u32> = (1000..1040).collect();
+
+    // A cold start with 40 EVPN VRFs: two runs (32 objects at most in one), and every VRF's
+    // lines where a file of its own would have put them (ADD_VRF ends inside `router bgp …
+    // vrf`: unclosed, the next `vrf` line is read as bgpd's `vrf-policy` and its `vni` never
+    // reaches zebra).
+    let report = objects.reconcile(&evpn_objects(&vnis)).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "added"), 40, "{report:?}");
+    assert_eq!(apply_runs(&log), 2);
+    let running = lab.chassis.running_config();
+    assert!(!running.contains("vrf-policy"), "{running}");
+    for vni in &vnis {
+        let vrf = format!("vrf-{vni}");
+        assert_eq!(vni_of(&running, &vrf), Some(vni.to_string()), "{running}");
+        assert!(
+            has_line(&running, &format!("rd 10.0.0.1:{vni}")),
+            "{vrf}:\n{running}"
+        );
+    }
+    let vrfs = bgp_vrfs(&lab.chassis);
+    assert!(
+        vnis.iter().all(|v| vrfs.contains(&format!("vrf-{v}"))),
+        "{vrfs:?}"
+    );
+
+    // 30 of them no longer wanted: one run removes them all, the other 10 stay.
+    let kept = &vnis[..10];
+    let report = objects.reconcile(&evpn_objects(kept)).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(count(&report, "removed"), 30, "{report:?}");
+    assert_eq!(apply_runs(&log), 3);
+    let running = lab.chassis.running_config();
+    let vrfs = bgp_vrfs(&lab.chassis);
+    for vni in &vnis {
+        let vrf = format!("vrf-{vni}");
+        let wanted = kept.contains(vni);
+        assert_eq!(
+            vni_of(&running, &vrf).is_some(),
+            wanted,
+            "{vrf}:\n{running}"
+        );
+        assert_eq!(vrfs.contains(&vrf), wanted, "{vrf}: {vrfs:?}");
+    }
+
+    // Five new VRFs and an object FRR refuses (a line bgpd does not know): the run fails, the
+    // refused object is reported by name, the five are configured all the same.
+    let mut desired = evpn_objects(&[kept, &[2000, 2001, 2002, 2003, 2004]].concat());
+    let refused = FrrObject::from_snippets(
+        &Text("router bgp 64999 vrf vrf-bad\n  this is not a command\n"),
+        &Text("no router bgp 64999 vrf vrf-bad\n"),
+    )
+    .unwrap();
+    desired.insert(
+        FrrObjectKey::bgp_vrf(asn(), &InterfaceName::new("vrf-bad").unwrap()),
+        refused,
+    );
+    let report = objects.reconcile(&desired).await;
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(
+        report.errors[0]
+            .to_string()
+            .contains("router bgp 64999 vrf vrf-bad"),
+        "{report:?}"
+    );
+    assert_eq!(count(&report, "added"), 5, "{report:?}");
+    let running = lab.chassis.running_config();
+    for vni in [1000, 2000, 2001, 2002, 2003, 2004] {
+        assert_eq!(
+            vni_of(&running, &format!("vrf-{vni}")),
+            Some(vni.to_string()),
+            "{running}"
+        );
+    }
+    // The failed run, then vrf-bad alone (the five were configured by the run: not resent).
+    assert_eq!(
+        apply_runs(&log),
+        5,
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+}

@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 
 use super::FrrError;
+use super::batch;
 use super::vtysh::Vtysh;
 use crate::caps::{CapError, FrrConfigurator};
 
@@ -224,7 +225,7 @@ impl VtyshConfigurator {
 
     /// Makes sure `snippets` are applied; returns how many were (re)applied (0: nothing to do).
     ///
-    /// Each snippet goes to its own `vtysh -f` run. A snippet dropped from the list is not undone:
+    /// The snippets go to one `vtysh -f` run (per [`batch::MAX_SNIPPETS_PER_RUN`]). A snippet dropped from the list is not undone:
     /// FRR configuration is additive, so removal is explicit ([`Self::remove`] with the matching
     /// `no …` snippet, e.g. [`super::DelVrf`]).
     pub async fn ensure_applied(&self, snippets: &[String]) -> Result<usize, FrrError> {
@@ -264,15 +265,28 @@ impl VtyshConfigurator {
         }
         // Forget the previous state first: if this apply fails, the next call must retry.
         *applied = Applied::default();
-        // One `vtysh -f` per snippet: within one file vtysh keeps the CLI node the previous
-        // snippet ended in, so a second snippet's lines could land in the first one's context
-        // (two ADD_VRF snippets in one file put the second `vni` on the wrong VRF).
-        for snippet in snippets {
-            let mut config = snippet.clone();
-            if !config.ends_with('\n') {
-                config.push('\n');
+        // The snippets in as few `vtysh -f` runs as they fit, each closed so the next is read
+        // from the configuration node (see `batch`). A run that fails is applied again snippet
+        // by snippet, so the error returned is the failing snippet's own.
+        for chunk in snippets.chunks(batch::MAX_SNIPPETS_PER_RUN) {
+            let run = self
+                .vtysh
+                .apply(&batch::joined(chunk.iter().map(String::as_str)))
+                .await;
+            match run {
+                Ok(()) => {}
+                Err(e) if chunk.len() == 1 => return Err(e),
+                Err(e) => {
+                    tracing::info!(
+                        error = %e,
+                        snippets = chunk.len(),
+                        "one vtysh run for several FRR snippets failed; applying them one by one"
+                    );
+                    for snippet in chunk {
+                        self.vtysh.apply(&batch::closed(snippet)).await?;
+                    }
+                }
             }
-            self.vtysh.apply(&config).await?;
         }
         *applied = Applied {
             snippets: snippets.to_vec(),
@@ -285,19 +299,46 @@ impl VtyshConfigurator {
     /// Applies a removal snippet (`no …` lines, e.g. [`super::DelVrf`]) once. Only the lines
     /// whose object is in the running configuration are sent: FRR fails a `no router bgp … vrf X`
     /// for an instance that is already gone ("Can't find BGP instance"), so removing twice must
-    /// not be an error. Returns how many lines were applied.
+    /// not be an error. A removal that enters a block (`interface X` … `exit`) is sent as it is
+    /// and must be idempotent. Returns how many lines were applied.
     pub async fn remove(&self, removal: &str) -> Result<usize, FrrError> {
-        check_snippet(0, removal)?;
+        self.remove_all(&[removal]).await
+    }
+
+    /// [`Self::remove`] for several removals, in one vtysh run per
+    /// [`batch::MAX_SNIPPETS_PER_RUN`]: the running configuration is read once and each
+    /// removal's `no` lines filtered against it. Returns how many lines were applied. On an
+    /// error, callers removing several objects fall back to [`Self::remove`] one by one, which
+    /// sends only what is still configured.
+    pub(crate) async fn remove_all(&self, removals: &[&str]) -> Result<usize, FrrError> {
+        for (index, removal) in removals.iter().enumerate() {
+            check_snippet(index, removal)?;
+        }
         let _serialised = self.applied.lock().await;
         let running = self.vtysh.running_config().await?;
-        let pending = existing_removals(removal, &running);
-        if pending.is_empty() {
-            return Ok(0);
+        let mut parts = Vec::with_capacity(removals.len());
+        let mut lines = 0;
+        for removal in removals {
+            let pending = if only_no_lines(removal) {
+                existing_removals(removal, &running)
+            } else {
+                removal
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            };
+            if !pending.is_empty() {
+                lines += pending.len();
+                parts.push(pending.join("\n"));
+            }
         }
-        let mut text = pending.join("\n");
-        text.push('\n');
-        self.vtysh.apply(&text).await?;
-        Ok(pending.len())
+        for chunk in parts.chunks(batch::MAX_SNIPPETS_PER_RUN) {
+            self.vtysh
+                .apply(&batch::joined(chunk.iter().map(String::as_str)))
+                .await?;
+        }
+        Ok(lines)
     }
 
     /// Runs `vtysh -f` with `config`, serialised with the other applies of this configurator
@@ -339,6 +380,15 @@ impl VtyshConfigurator {
     pub async fn invalidate(&self) {
         *self.applied.lock().await = Applied::default();
     }
+}
+
+/// True when every line of `removal` is a top-level `no …` (which [`existing_removals`] can
+/// filter against the running configuration); false for one that enters a block.
+fn only_no_lines(removal: &str) -> bool {
+    removal
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .all(|l| l.starts_with("no "))
 }
 
 /// The `no X` lines of `removal` whose `X` heads a line of the running configuration (exactly,

@@ -3,6 +3,7 @@
 //! keeps snippets applied across FRR restarts (`configurator`).
 
 pub(crate) mod base;
+pub(crate) mod batch;
 pub(crate) mod configurator;
 pub(crate) mod objects;
 pub mod templates;

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use super::FrrError;
+use super::batch;
 use super::configurator::{FrrFingerprint, VtyshConfigurator, check_snippet};
 use super::templates::{AddVrf, ConfigureNd, DelVrf, FrrSnippet, RenderError, UnconfigureNd};
 use super::values::{Asn, VrfName};
@@ -358,8 +359,28 @@ impl FrrObjects {
         if unwanted.is_empty() {
             return;
         }
+        // All of them in one vtysh run; if that fails, one by one, so each error names its
+        // object and one that FRR refuses to remove leaves the others removed.
+        let removals: Vec<&str> = unwanted.iter().map(|(_, o)| o.remove.as_str()).collect();
+        let all_removed = removals.len() > 1
+            && match self.configurator.remove_all(&removals).await {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::info!(
+                        error = %e,
+                        objects = removals.len(),
+                        "one vtysh run removing several FRR objects failed; removing them one by one"
+                    );
+                    false
+                }
+            };
         for (key, owned) in unwanted {
-            match self.remove_one(&owned.remove).await {
+            let removed = if all_removed {
+                Ok(())
+            } else {
+                self.configurator.remove(&owned.remove).await.map(|_| ())
+            };
+            match removed {
                 Ok(()) => {
                     state.owned.remove(&key);
                     state.applied.remove(&key);
@@ -370,21 +391,6 @@ impl FrrObjects {
             }
         }
         self.persist(state);
-    }
-
-    /// Top-level `no …` lines go through [`VtyshConfigurator::remove`], which sends only those
-    /// whose object is still configured (removing twice is not an error); a removal that enters
-    /// a block (`interface X` … `exit`) is applied as it is and must be idempotent.
-    async fn remove_one(&self, removal: &str) -> Result<(), FrrError> {
-        let only_no_lines = removal
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .all(|l| l.starts_with("no "));
-        if only_no_lines {
-            self.configurator.remove(removal).await.map(|_| ())
-        } else {
-            self.configurator.apply_serialised(removal).await
-        }
     }
 
     async fn apply_wanted(
@@ -457,17 +463,11 @@ impl FrrObjects {
         }
         self.persist(state);
 
-        // One vtysh run per object, never one file with all of them: vtysh -f keeps the CLI node
-        // the previous snippet ended in (`ADD_VRF` ends inside `router bgp … vrf`), so a second
-        // snippet's `vrf vrf-200` would be read as bgpd's `vrf-policy` and its `vni 200` land on
-        // the default VRF. Separate runs also keep one bad object from touching the others.
+        // As few vtysh runs as the objects fit in (see `batch`): a run's fixed cost is paid
+        // once per 32 objects, not once per EVPN VRF.
         let mut results = Vec::with_capacity(pending.len());
-        for (_, object) in &pending {
-            results.push(
-                self.configurator
-                    .apply_serialised(&terminated(&object.apply))
-                    .await,
-            );
+        for chunk in pending.chunks(batch::MAX_SNIPPETS_PER_RUN) {
+            results.extend(self.apply_chunk(chunk).await);
         }
         for ((key, object), result) in pending.into_iter().zip(results) {
             match result {
@@ -482,6 +482,45 @@ impl FrrObjects {
                 Err(e) => report.error(CLASS, format!("apply {key}"), e),
             }
         }
+    }
+
+    /// Applies `objects` in one vtysh run. When the run fails, the objects FRR does not show in
+    /// full afterwards are applied again one by one, so each error is the failing object's own
+    /// and one bad object keeps none of the others out; an object the run did configure is not
+    /// sent twice (re-sending an EVPN VRF re-announces its routes).
+    async fn apply_chunk(
+        &self,
+        objects: &[(&FrrObjectKey, &FrrObject)],
+    ) -> Vec<Result<(), FrrError>> {
+        let text = batch::joined(objects.iter().map(|(_, o)| o.apply.as_str()));
+        let error = match self.configurator.apply_serialised(&text).await {
+            Ok(()) => return objects.iter().map(|_| Ok(())).collect(),
+            Err(e) if objects.len() == 1 => return vec![Err(e)],
+            Err(e) => e,
+        };
+        tracing::info!(
+            error = %error,
+            objects = objects.len(),
+            "one vtysh run for several FRR objects failed; applying them one by one"
+        );
+        let configured = match self.configurator.vtysh().running_config().await {
+            Ok(running) => Some(ConfigLines::parse(&running)),
+            Err(_) => None,
+        };
+        let mut results = Vec::with_capacity(objects.len());
+        for (_, object) in objects {
+            let done = configured
+                .as_ref()
+                .is_some_and(|c| c.contains_all(&ConfigLines::parse(&object.apply)));
+            results.push(if done {
+                Ok(())
+            } else {
+                self.configurator
+                    .apply_serialised(&batch::closed(&object.apply))
+                    .await
+            });
+        }
+        results
     }
 
     fn load(&self, state: &mut State) {
@@ -549,14 +588,6 @@ impl FrrObjects {
     }
 }
 
-fn terminated(snippet: &str) -> String {
-    let mut s = snippet.to_owned();
-    if !s.ends_with('\n') {
-        s.push('\n');
-    }
-    s
-}
-
 /// A missing file is an empty record.
 fn read_state(path: &Path) -> Result<StateFile, StateFileError> {
     let text = match std::fs::read_to_string(path) {
@@ -611,11 +642,12 @@ fn write_state(path: &Path, file: &StateFile) -> Result<(), StateFileError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::caps::frr::values::{Redistribute, RouteDistinguisher, Vni};
 
-    fn add_vrf(vni: u32) -> AddVrf {
+    /// An EVPN VRF of VNI `vni` (route targets left to FRR), for the FRR capability's tests.
+    pub(crate) fn add_vrf(vni: u32) -> AddVrf {
         let vni = Vni::new(vni).unwrap();
         AddVrf {
             bgp_as: "64999".parse().unwrap(),
