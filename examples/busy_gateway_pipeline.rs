@@ -26,8 +26,11 @@
 //! repeat) with one tenant subnet; a router port with a new subnet is added to a router per
 //! event: the routes from scratch, through the cache, and the underlay rendering as a delta.
 //!
-//! Run: `cargo run --release --example busy_gateway_pipeline [ovn|l2] [EXPOSURES...]`
-//! (default 1000 10000 30000; `ovn` or `l2` first: that section only).
+//! Then, with `layout` first (that section only), the drivers' layout alone: one IP put in the
+//! middle of a root of 1k, 10k and 30k IPs (a router's FIPs) and taken out again.
+//!
+//! Run: `cargo run --release --example busy_gateway_pipeline [ovn|l2|layout] [EXPOSURES...]`
+//! (default 1000 10000 30000; `ovn`, `l2` or `layout` first: that section only).
 
 // A benchmark runs on the wall clock, not on tokio's pausable one.
 #![allow(clippy::disallowed_types)]
@@ -176,6 +179,10 @@ fn main() {
         ovn_events(&sizes);
         return;
     }
+    if std::env::args().nth(1).as_deref() == Some("layout") {
+        layout_events(&sizes);
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("l2") {
         let routers = if std::env::args().nth(2).is_some() {
             sizes
@@ -267,6 +274,61 @@ fn main() {
     nb_events(&sizes);
     evpn_events(&sizes);
     ovn_events(&sizes);
+    layout_events(&sizes);
+}
+
+/// The drivers' layout alone: one root of N IPs (a router's FIPs), one IP put in its middle and
+/// taken out again per event, the others kept (the same allocations).
+fn layout_events(sizes: &[usize]) {
+    use ovn_bgp_agent::exposure::{
+        ExposedIp, ExposureKind, ExposureSet, IpLayout, RootKey, ScopeId, next_version,
+    };
+    struct Root;
+    impl RootKey for Root {
+        type Owned = u8;
+        fn to_owned_key(&self) -> u8 {
+            0
+        }
+        fn cmp_owned(&self, owned: &u8) -> std::cmp::Ordering {
+            0.cmp(owned)
+        }
+    }
+    let fip = |i: usize| {
+        let ip = std::net::IpAddr::from([172, 24, (i / 256) as u8, (i % 256) as u8]);
+        (
+            ScopeId::Global,
+            Arc::new(ExposedIp::announced(
+                ip,
+                ExposureKind::FloatingIp,
+                format!("fip{i}"),
+            )),
+        )
+    };
+    println!();
+    println!("| IpLayout: IPs in one root | one IP put in / taken out of its middle (ms) |");
+    println!("|---|---|");
+    for &n in sizes {
+        let mut ips: Vec<_> = (0..n).map(fip).collect();
+        let mut layout = IpLayout::default();
+        let lay = |ips: &[(ScopeId, Arc<ExposedIp>)], layout: &mut IpLayout<u8>| {
+            let mut out = ExposureSet::default();
+            let t = Instant::now();
+            layout.lay(
+                [(Root, next_version(), ips.iter().map(|(s, e)| (*s, e)))],
+                &mut out,
+            );
+            t.elapsed()
+        };
+        lay(&ips, &mut layout);
+        let mut took = Vec::new();
+        for e in 0..EVENTS {
+            ips.insert(n / 2, fip(n + e));
+            took.push(lay(&ips, &mut layout));
+            ips.remove(n / 2);
+            took.push(lay(&ips, &mut layout));
+        }
+        println!("| {n} | {:.3} |", median(took));
+    }
 }
 
 /// The `ovn` method's rendering with the underlay rendering of its announced set, one provider
@@ -463,7 +525,7 @@ fn evpn_events(sizes: &[usize]) {
 fn sizes() -> Vec<usize> {
     let sizes: Vec<usize> = std::env::args()
         .skip(1)
-        .filter(|a| a != "ovn" && a != "l2")
+        .filter(|a| a != "ovn" && a != "l2" && a != "layout")
         .map(|a| a.parse().expect("exposure counts"))
         .collect();
     if sizes.is_empty() {

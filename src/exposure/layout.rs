@@ -19,9 +19,12 @@
 //! common suffix (the same scope and the same exposure: the same allocation, or an equal one)
 //! stay, and only the IPs in between are taken out and put in. So a root of 500 VMs of which
 //! one changed re-decides that VM's IPs, when its driver kept the others' allocations (the EVPN
-//! driver's listing of a subnet does); the cost beyond that is a pointer compare per kept IP
-//! and, when the middle's length changed, moving the suffix's positions (their order with
-//! every other producer does not change, only their index in the root).
+//! driver's listing of a subnet does); the cost beyond that is a pointer compare per kept IP.
+//! A producer's place within its root is a rank, not an index: ranks are laid out with wide gaps
+//! and the IPs put in between two kept ones take ranks in the gap between theirs, so the common
+//! suffix keeps its ranks whatever the middle's length (with indices, every IP after a FIP put
+//! in the middle of a router's thousands had to be found and moved). Only when a gap is used up
+//! is the root laid again with fresh ranks, all its IPs decided again.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,15 +50,22 @@ pub trait RootKey {
     fn cmp_owned(&self, owned: &Self::Owned) -> Ordering;
 }
 
-/// A root as laid out: its result's version and the IPs it produced, in order.
+/// A root as laid out: its result's version and the IPs it produced, in order, with their ranks
+/// (strictly increasing).
 #[derive(Debug)]
 struct LaidRoot {
     version: u64,
     ips: Vec<Produced>,
+    ranks: Vec<u64>,
 }
 
-/// Where a producer stands in the order of production: its root, then its index there.
-type Position<K> = (Arc<K>, u32);
+/// Where a producer stands in the order of production: its root, then its rank there.
+type Position<K> = (Arc<K>, u64);
+
+/// The gap between two ranks laid out afresh: room for 24 halvings at one place (IPs put in,
+/// one at a time, always before the same kept one) before the root is ranked again, and for
+/// 2^40 IPs in a root.
+const RANK_GAP: u64 = 1 << 24;
 
 /// One IP a root produces: its scope and exposure.
 type Produced = (ScopeId, Arc<ExposedIp>);
@@ -87,6 +97,8 @@ pub struct IpLayout<K: Ord> {
     scopes: BTreeMap<ScopeId, IpMap>,
     /// The shadowed producers, by position.
     shadows: BTreeMap<Position<K>, (ScopeId, Arc<ExposedIp>)>,
+    /// [`RANK_GAP`]; the tests use a small one, to rank roots again often.
+    gap: u64,
     last: LayoutStats,
 }
 
@@ -97,6 +109,7 @@ impl<K: Ord> Default for IpLayout<K> {
             producers: HashMap::default(),
             scopes: BTreeMap::new(),
             shadows: BTreeMap::new(),
+            gap: RANK_GAP,
             last: LayoutStats::default(),
         }
     }
@@ -139,6 +152,7 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
                 }
             }
             *self = Self {
+                gap: self.gap,
                 last: LayoutStats {
                     roots_laid,
                     ips_decided,
@@ -154,19 +168,20 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
         let roots_laid = arrivals.len() + gone.len();
         for key in gone {
             if let Some(root) = self.roots.remove(&key) {
-                self.take_out(&key, &root.ips, 0, &mut touched);
+                self.take_out(&key, &root.ips, &root.ranks, &mut touched);
             }
         }
         for a in arrivals {
             // A changed root keeps its key's allocation: its positions stay pointer-equal.
-            let key = match self.roots.remove_entry(&a.key) {
+            let (key, ranks) = match self.roots.remove_entry(&a.key) {
                 Some((key, old)) => {
-                    self.lay_again(&key, &old.ips, &a.ips, &mut touched);
-                    key
+                    let ranks = self.lay_again(&key, &old, &a.ips, &mut touched);
+                    (key, ranks)
                 }
                 None => {
-                    self.put_in(&a.key, &a.ips, 0, &mut touched);
-                    a.key
+                    let ranks = self.fresh_ranks(a.ips.len());
+                    self.put_in(&a.key, &a.ips, &ranks, &mut touched);
+                    (a.key, ranks)
                 }
             };
             self.roots.insert(
@@ -174,6 +189,7 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
                 LaidRoot {
                     version: a.version,
                     ips: a.ips,
+                    ranks,
                 },
             );
         }
@@ -201,6 +217,15 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
     /// What the last [`Self::lay`] did.
     pub fn stats(&self) -> LayoutStats {
         self.last
+    }
+
+    /// A layout whose fresh ranks are `gap` apart (tests: a gap used up after a few edits).
+    #[cfg(test)]
+    fn with_gap(gap: u64) -> Self {
+        Self {
+            gap,
+            ..Self::default()
+        }
     }
 
     /// The roots laid last that are gone, and those that came or changed (with their IPs).
@@ -266,38 +291,79 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
     }
 
     /// Lay a changed root again: only what differs between its old IPs and its new ones is
-    /// taken out and put in. The common prefix stays where it is; the common suffix stays too,
-    /// its positions moved by the difference in length (its order with every other producer
-    /// is the same), so its IPs are not decided again.
+    /// taken out and put in. The common prefix and the common suffix keep their ranks, and the
+    /// IPs in between take ranks in the gap between theirs; when the gap is too narrow, the root
+    /// is taken out and put in again with fresh ranks. Returns the new IPs' ranks.
     fn lay_again(
         &mut self,
         key: &Arc<K>,
-        old: &[Produced],
+        old: &LaidRoot,
         new: &[Produced],
         touched: &mut Touched,
-    ) {
+    ) -> Vec<u64> {
         // The same producer: most often the same allocation (a driver that kept what did not
         // change), else an equal one (the position keeps the exposure laid before).
         let same =
             |(s, e): &Produced, (t, f): &Produced| s == t && (Arc::ptr_eq(e, f) || **e == **f);
-        let prefix = old.iter().zip(new).take_while(|(o, n)| same(o, n)).count();
-        let suffix = old[prefix..]
+        let prefix = old
+            .ips
+            .iter()
+            .zip(new)
+            .take_while(|(o, n)| same(o, n))
+            .count();
+        let suffix = old.ips[prefix..]
             .iter()
             .rev()
             .zip(new[prefix..].iter().rev())
             .take_while(|(o, n)| same(o, n))
             .count();
-        let (old_end, new_end) = (old.len() - suffix, new.len() - suffix);
-        self.take_out(key, &old[prefix..old_end], prefix, touched);
-        self.shift(key, &old[old_end..], old_end, new_end);
-        self.put_in(key, &new[prefix..new_end], prefix, touched);
+        let (old_end, new_end) = (old.ips.len() - suffix, new.len() - suffix);
+        // Fresh ranks start at one gap, so the rank below the first is 0.
+        let below = prefix.checked_sub(1).map_or(0, |i| old.ranks[i]);
+        let above = old.ranks.get(old_end).copied();
+        let Some(middle) = self.ranks_between(below, above, new_end - prefix) else {
+            self.take_out(key, &old.ips, &old.ranks, touched);
+            let ranks = self.fresh_ranks(new.len());
+            self.put_in(key, new, &ranks, touched);
+            return ranks;
+        };
+        self.take_out(
+            key,
+            &old.ips[prefix..old_end],
+            &old.ranks[prefix..old_end],
+            touched,
+        );
+        self.put_in(key, &new[prefix..new_end], &middle, touched);
+        let mut ranks = Vec::with_capacity(new.len());
+        ranks.extend_from_slice(&old.ranks[..prefix]);
+        ranks.extend(middle);
+        ranks.extend_from_slice(&old.ranks[old_end..]);
+        ranks
     }
 
-    /// Take a root's producers `ips`, at its positions from `from` on, out of the IPs they
-    /// produced.
-    fn take_out(&mut self, key: &Arc<K>, ips: &[Produced], from: usize, touched: &mut Touched) {
-        for (i, (scope, e)) in ips.iter().enumerate() {
-            let position = (key.clone(), index(from + i));
+    /// Ranks for `n` IPs laid out afresh: one gap apart.
+    fn fresh_ranks(&self, n: usize) -> Vec<u64> {
+        (1..=n as u64).map(|i| i * self.gap).collect()
+    }
+
+    /// `n` strictly increasing ranks above `below` and under `above` (no bound: the root's
+    /// end, where they are a gap apart), or `None` when they do not fit.
+    fn ranks_between(&self, below: u64, above: Option<u64>, n: usize) -> Option<Vec<u64>> {
+        let n = n as u64;
+        let step = match above {
+            Some(above) => (above - below) / (n + 1),
+            None => {
+                below.checked_add(n.checked_mul(self.gap)?)?;
+                self.gap
+            }
+        };
+        (step > 0).then(|| (1..=n).map(|i| below + i * step).collect())
+    }
+
+    /// Take a root's producers `ips`, of ranks `ranks`, out of the IPs they produced.
+    fn take_out(&mut self, key: &Arc<K>, ips: &[Produced], ranks: &[u64], touched: &mut Touched) {
+        for ((scope, e), rank) in ips.iter().zip(ranks) {
+            let position = (key.clone(), *rank);
             if let Some(list) = self.producers.get_mut(&(*scope, e.ip)) {
                 list.retain(|(p, _)| *p != position);
             }
@@ -309,52 +375,14 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
         }
     }
 
-    /// Put a root's producers `ips` in the IPs they produce, at its positions from `from` on.
-    fn put_in(&mut self, key: &Arc<K>, ips: &[Produced], from: usize, touched: &mut Touched) {
-        for (i, (scope, e)) in ips.iter().enumerate() {
-            let position = (key.clone(), index(from + i));
+    /// Put a root's producers `ips` in the IPs they produce, at ranks `ranks`.
+    fn put_in(&mut self, key: &Arc<K>, ips: &[Produced], ranks: &[u64], touched: &mut Touched) {
+        for ((scope, e), rank) in ips.iter().zip(ranks) {
+            let position = (key.clone(), *rank);
             let list = self.producers.entry((*scope, e.ip)).or_default();
             let at = list.partition_point(|(p, _)| *p < position);
             list.insert(at, (position, e.clone()));
             touched.insert((*scope, e.ip));
-        }
-    }
-
-    /// Move a root's producers `ips` from its positions `from..` to `to..`, in the IPs'
-    /// producer lists and the shadows. In the lists one at a time, the one furthest in the
-    /// direction of the move first: the position it moves to is then free (the root's others
-    /// are either not moved yet, behind it, or moved already, beyond it), and each list stays
-    /// sorted. The shadows among them (few: a shadow is a producer another came before) are
-    /// taken out with one walk of their range, not a lookup a producer, and put back moved.
-    fn shift(&mut self, key: &Arc<K>, ips: &[Produced], from: usize, to: usize) {
-        if from == to {
-            return;
-        }
-        let mut move_one = |(scope, e): &Produced, i: usize| {
-            let (old, new) = (index(from + i), index(to + i));
-            if let Some(list) = self.producers.get_mut(&(*scope, e.ip))
-                && let Some(((_, at), _)) =
-                    list.iter_mut().find(|((k, at), _)| *at == old && k == key)
-            {
-                *at = new;
-            }
-        };
-        if to > from {
-            ips.iter()
-                .enumerate()
-                .rev()
-                .for_each(|(i, p)| move_one(p, i));
-        } else {
-            ips.iter().enumerate().for_each(|(i, p)| move_one(p, i));
-        }
-        if self.shadows.is_empty() {
-            return;
-        }
-        let range = (key.clone(), index(from))..(key.clone(), index(from + ips.len()));
-        let moved: Vec<_> = self.shadows.extract_if(range, |_, _| true).collect();
-        for ((k, at), shadow) in moved {
-            let at = index(to + (at as usize - from));
-            self.shadows.insert((k, at), shadow);
         }
     }
 
@@ -388,10 +416,6 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
             }
         }
     }
-}
-
-fn index(i: usize) -> u32 {
-    u32::try_from(i).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -485,11 +509,13 @@ mod tests {
         /// replaced or inserted in the middle while the others keep their allocations), the
         /// layout equals exposing the same roots' IPs one by one from scratch: winners, shadows
         /// and their order, in every scope; after a step that only edits a root, no IP beyond
-        /// those of the entries removed and put in is decided again. Eight IPs over up to a
-        /// dozen entries a root give the same IP twice in one root, and two kinds and three
-        /// sources give shadows.
+        /// those of the entries removed and put in is decided again (with the real gap between
+        /// ranks; the small ones rank roots again after a few edits, which decides all their
+        /// IPs). Eight IPs over up to a dozen entries a root give the same IP twice in one
+        /// root, and two kinds and three sources give shadows.
         #[test]
         fn layout_equals_one_by_one_after_every_step(
+            gap in proptest::sample::select(vec![1u64, 2, 3, 8, RANK_GAP]),
             steps in proptest::collection::vec(
                 proptest::collection::vec(
                     (
@@ -504,7 +530,7 @@ mod tests {
             ),
         ) {
             let mut roots = Roots::new();
-            let mut layout = IpLayout::default();
+            let mut layout = IpLayout::with_gap(gap);
             for step in steps {
                 let mut bound = None;
                 let single = step.len() == 1;
@@ -541,7 +567,7 @@ mod tests {
                 for (id, scope) in &expected.scopes {
                     proptest::prop_assert_eq!(&out.scopes[id].shadowed, &scope.shadowed);
                 }
-                if let Some(changed) = bound {
+                if let Some(changed) = bound.filter(|_| gap == RANK_GAP) {
                     proptest::prop_assert!(
                         layout.stats().ips_decided <= changed.len(),
                         "decided {:?}, edited {:?}", layout.stats(), changed
@@ -553,8 +579,8 @@ mod tests {
 
     /// One IP inserted in the middle of a root of 500, the others kept (the same allocations):
     /// that IP is the only one decided again, and the new map shares all but its path with the
-    /// last one. The IPs after it moved by one position: a later change to them still finds
-    /// them.
+    /// last one. The IPs after it keep their ranks (nothing of theirs is touched), and a later
+    /// change to them still finds them.
     #[test]
     fn one_ip_inserted_in_a_large_root_decides_one_ip() {
         let tenant = |i: u32| {
@@ -610,6 +636,37 @@ mod tests {
                 .shadowed
                 .is_empty()
         );
+    }
+
+    /// IPs put in, one at a time, always before the same kept IP: each takes a rank in the gap
+    /// before it and is the only one decided again, until the gap is used up and the root is
+    /// ranked afresh (all its IPs decided again); the result is exposing one by one throughout.
+    #[test]
+    fn a_used_up_gap_ranks_the_root_afresh() {
+        let tenant = |i: u8| {
+            let ip = IpAddr::from([10, 2, 0, i]);
+            let e = ExposedIp::announced(ip, ExposureKind::TenantPort, format!("vm{i}"));
+            (ScopeId::Global, Arc::new(e))
+        };
+        let mut roots = Roots::new();
+        roots.insert(1, (next_version(), (0..4).map(tenant).collect()));
+        // Ranks 8, 16, 24, 32: three halvings of the gap before the second IP.
+        let mut layout = IpLayout::with_gap(8);
+        let mut out = ExposureSet::default();
+        lay(&mut layout, &roots, &mut out);
+        let mut decided = Vec::new();
+        for i in 10..15 {
+            let (v, list) = roots.get_mut(&1).unwrap();
+            *v = next_version();
+            list.insert(1, tenant(i));
+            let mut out = ExposureSet::default();
+            lay(&mut layout, &roots, &mut out);
+            assert_eq!(out, one_by_one(&roots));
+            decided.push(layout.stats().ips_decided);
+        }
+        // Ranks 12, 10, 9 fit between 8 and 16; then the gap is used up: 8 IPs ranked afresh
+        // (8 apart again), and the next fits once more.
+        assert_eq!(decided, [1, 1, 1, 8, 1]);
     }
 
     /// An unchanged root is not looked at; one more root lays only its IPs, and the new map
