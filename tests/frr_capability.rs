@@ -427,6 +427,28 @@ async fn hostile_values_are_rejected_and_nothing_is_applied() {
             .await
             .is_err()
     );
+
+    // Several snippets go in one run; when FRR refuses a line of one, the error names that
+    // line and the other snippets are applied all the same (the next call tries them all
+    // again).
+    let snippets = [
+        leak("172.24.4.9").render().unwrap(),
+        "router bgp 64999\n  this is not a command either\n".to_owned(),
+        nic_redistribute().render().unwrap(),
+    ];
+    let err = configurator.ensure_applied(&snippets).await.unwrap_err();
+    match &err {
+        FrrError::VtyshFailed { output, .. } => {
+            assert!(output.contains("this is not a command either"), "{err}");
+        }
+        other => panic!("expected VtyshFailed, got {other}"),
+    }
+    let running = lab.chassis.running_config();
+    assert_leak_applied(&running, "172.24.4.9");
+    assert!(
+        has_line(&running, "redistribute connected route-map oba-bgp-nic"),
+        "{running}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

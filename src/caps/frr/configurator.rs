@@ -266,27 +266,12 @@ impl VtyshConfigurator {
         // Forget the previous state first: if this apply fails, the next call must retry.
         *applied = Applied::default();
         // The snippets in as few `vtysh -f` runs as they fit, each closed so the next is read
-        // from the configuration node (see `batch`). A run that fails is applied again snippet
-        // by snippet, so the error returned is the failing snippet's own.
+        // from the configuration node (see `batch`). vtysh goes on past a line FRR refuses, so
+        // the others are applied all the same, and its output (in the error) names the line.
         for chunk in snippets.chunks(batch::MAX_SNIPPETS_PER_RUN) {
-            let run = self
-                .vtysh
+            self.vtysh
                 .apply(&batch::joined(chunk.iter().map(String::as_str)))
-                .await;
-            match run {
-                Ok(()) => {}
-                Err(e) if chunk.len() == 1 => return Err(e),
-                Err(e) => {
-                    tracing::info!(
-                        error = %e,
-                        snippets = chunk.len(),
-                        "one vtysh run for several FRR snippets failed; applying them one by one"
-                    );
-                    for snippet in chunk {
-                        self.vtysh.apply(&batch::closed(snippet)).await?;
-                    }
-                }
-            }
+                .await?;
         }
         *applied = Applied {
             snippets: snippets.to_vec(),
