@@ -27,7 +27,8 @@
 //! event: the routes from scratch, through the cache, and the underlay rendering as a delta.
 //!
 //! Then, with `layout` first (that section only), the drivers' layout alone: one IP put in the
-//! middle of a root of 1k, 10k and 30k IPs (a router's FIPs) and taken out again.
+//! middle of a root of 1k, 10k and 30k IPs (a router's FIPs) and taken out again; and the SB
+//! driver through its cache with one router of that many FIPs here, one FIP added per event.
 //!
 //! Run: `cargo run --release --example busy_gateway_pipeline [ovn|l2|layout] [EXPOSURES...]`
 //! (default 1000 10000 30000; `ovn`, `l2` or `layout` first: that section only).
@@ -181,6 +182,7 @@ fn main() {
     }
     if std::env::args().nth(1).as_deref() == Some("layout") {
         layout_events(&sizes);
+        fip_events(&sizes);
         return;
     }
     if std::env::args().nth(1).as_deref() == Some("l2") {
@@ -275,6 +277,52 @@ fn main() {
     evpn_events(&sizes);
     ovn_events(&sizes);
     layout_events(&sizes);
+}
+
+/// The SB driver through its cache, one router hosted here with N centralized FIPs (the
+/// issue's busy gateway), one FIP added to it per event: the router's root is computed again
+/// with all its FIPs, then laid out (its IPs compared with the last ones, equal but new).
+fn fip_events(sizes: &[usize]) {
+    let local = LocalChassis {
+        name: "here".into(),
+        bridge_mappings: vec![("public".into(), "br-ex".into())],
+    };
+    let tenant = TenantOptions::default();
+    println!();
+    println!("| SB: FIPs of one router here | one FIP added, cached (ms) | roots recomputed |");
+    println!("|---|---|---|");
+    for &n in sizes {
+        let mut model = busy_model(2 * PER_ROUTER);
+        let mut fips: Vec<String> = (0..n).map(|f| ip([172, 25], f)).collect();
+        let nat = |fips: &[String]| {
+            let mut nat = port("nat-0".into(), "natp0".into(), "patch", "dp-prov", vec![]);
+            nat.nat_addresses = vec![format!(
+                "fa:16:3e:01:00:01 {} is_chassis_resident(\"cr-lrp-gw0\")",
+                fips.join(" ")
+            )];
+            nat
+        };
+        model.upsert_port(nat(&fips));
+        let mut cache = ExposureCache::default();
+        let first = cache.compute(&model, &local, &tenant);
+        assert!(first.global().ips.len() > n);
+        let mut took = Vec::new();
+        let mut recomputed = 0;
+        for e in 0..EVENTS {
+            fips.insert(n / 2, ip([172, 26], e));
+            model.upsert_port(nat(&fips));
+            let t = Instant::now();
+            let set = cache.compute(&model, &local, &tenant);
+            took.push(t.elapsed());
+            recomputed = cache.last_stats().recomputed;
+            assert!(set.global().ips.len() > n + e);
+        }
+        println!(
+            "| {n} | {:.3} | {recomputed} of {} |",
+            median(took),
+            cache.last_stats().roots
+        );
+    }
 }
 
 /// The drivers' layout alone: one root of N IPs (a router's FIPs), one IP put in its middle and
