@@ -347,6 +347,9 @@ impl<'a> Root<'a> {
             let Some(provider) = self.provider_of(&patch.datapath) else {
                 continue;
             };
+            // One allocation of the source for all of the port's FIPs (a router's thousands are
+            // made again whenever one of them changes).
+            let source: std::sync::Arc<str> = patch.logical_port.as_str().into();
             for raw in &patch.nat_addresses {
                 let entry = match parse_nat_entry(raw) {
                     Ok(e) => e,
@@ -362,7 +365,7 @@ impl<'a> Root<'a> {
                     self.expose_ip(ExposedIp {
                         ip,
                         kind: ExposureKind::FloatingIp,
-                        source: patch.logical_port.as_str().into(),
+                        source: source.clone(),
                         provider: Some(provider.clone()),
                         lladdr: None,
                         ndp_proxy: BTreeSet::new(),
