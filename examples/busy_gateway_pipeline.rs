@@ -277,6 +277,7 @@ fn main() {
     evpn_events(&sizes);
     ovn_events(&sizes);
     layout_events(&sizes);
+    fip_events(&sizes);
 }
 
 /// The SB driver through its cache, one router hosted here with N centralized FIPs (the

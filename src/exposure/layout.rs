@@ -595,8 +595,8 @@ mod tests {
         lay(&mut layout, &roots, &mut first);
         assert_eq!(layout.stats().ips_decided, 500);
 
-        // Each change re-decides one IP, and finds the producers after it at their moved
-        // positions, or the result would differ from one by one: one inserted in the middle;
+        // Each change re-decides one IP, and finds the producers after it at their kept
+        // ranks, or the result would differ from one by one: one inserted in the middle;
         // one after it goes; one of another kind comes before a producer of its IP, which is
         // then shadowed; it goes again, and so does the shadow.
         let mut step = |change: &dyn Fn(&mut List)| {

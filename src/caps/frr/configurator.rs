@@ -225,9 +225,9 @@ impl VtyshConfigurator {
 
     /// Makes sure `snippets` are applied; returns how many were (re)applied (0: nothing to do).
     ///
-    /// The snippets go to one `vtysh -f` run (per [`batch::MAX_SNIPPETS_PER_RUN`]). A snippet dropped from the list is not undone:
-    /// FRR configuration is additive, so removal is explicit ([`Self::remove`] with the matching
-    /// `no …` snippet, e.g. [`super::DelVrf`]).
+    /// The snippets go to one `vtysh -f` run (per [`batch::MAX_SNIPPETS_PER_RUN`]). A snippet
+    /// dropped from the list is not undone: FRR configuration is additive, so removal is
+    /// explicit ([`Self::remove`] with the matching `no …` snippet, e.g. [`super::DelVrf`]).
     pub async fn ensure_applied(&self, snippets: &[String]) -> Result<usize, FrrError> {
         for (index, snippet) in snippets.iter().enumerate() {
             check_snippet(index, snippet)?;
