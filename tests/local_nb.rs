@@ -583,7 +583,9 @@ fn binding_uuid(nb: &LocalNb, ip: &str) -> Option<String> {
 /// someone else's binding): after every reconcile a full plan has nothing to do, so the delta
 /// left the local NB as a full plan would. A reconcile is a delta exactly when only bindings
 /// differ from the last state and nobody changed the agent's rows since (someone else's
-/// binding does not count).
+/// binding does not count). The same tells whether a change of the local NB needs a reconcile
+/// at all (`needs_reconcile`): the agent's own echo and someone else's binding do not, an edit
+/// of the agent's rows does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_walk_of_deltas_leaves_what_a_full_plan_would() {
     let server = OvsdbServer::standalone(NB_SCHEMA, "localnbdelta");
@@ -763,6 +765,10 @@ async fn a_walk_of_deltas_leaves_what_a_full_plan_would() {
                             .any(|r| r.str("ip") == ip)
                     })
                     .await;
+                    assert!(
+                        !nb.needs_reconcile().await,
+                        "step {step}: someone else's binding woke the agent"
+                    );
                 }
             }
             if owned_edit {
@@ -770,6 +776,10 @@ async fn a_walk_of_deltas_leaves_what_a_full_plan_would() {
                     !nb.plan(&prev).ops.is_empty()
                 })
                 .await;
+                assert!(
+                    nb.needs_reconcile().await,
+                    "step {step}: an edit of the agent's rows needs a reconcile"
+                );
             }
         }
 
@@ -793,6 +803,11 @@ async fn a_walk_of_deltas_leaves_what_a_full_plan_would() {
             plan.ops.len(),
             nb.deltas_planned() - before,
             plan.ops
+        );
+        // Its own echo (in the replica before the reply) needs no reconcile of its own.
+        assert!(
+            !nb.needs_reconcile().await,
+            "step {step}: the echo of the agent's own transaction would wake it again"
         );
         let delta = nb.deltas_planned() - before == 1;
         assert_eq!(

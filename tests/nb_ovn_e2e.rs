@@ -551,7 +551,17 @@ fn the_ovn_method_wires_the_local_cluster_and_keeps_its_rows() {
         |out| out.trim() == "\"40:44:00:00:00:06\"",
     );
 
-    // Withdrawal: the VM moves away; its binding and its address go, the rest stays.
+    // Withdrawal: the VM moves away; its binding and its address go, the rest stays. The
+    // agent's own transactions (the binding deleted, then added back) come back to it as
+    // changes of the local NB: they wake no reconcile of their own (`backend change`), only
+    // edits of its rows by others do.
+    let backend_wakes = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("reconciled") && l.contains("reason=\"backend change\""))
+            .count()
+    };
+    std::thread::sleep(Duration::from_secs(1)); // the repairs' wakes are over
+    let wakes_before = backend_wakes(&agent.log());
     let vm_port = lab.env("VM_PROVIDER_PORT_ID").to_owned();
     let here = lab.env("CHASSIS_HOSTNAME").to_owned();
     lab.nbctl(&[
@@ -595,6 +605,13 @@ fn the_ovn_method_wires_the_local_cluster_and_keeps_its_rows() {
     wait_for("its binding back", CONVERGENCE_TIMEOUT, || {
         binding(&remote, &vm).ok_or_else(|| bindings(&remote))
     });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        backend_wakes(&agent.log()),
+        wakes_before,
+        "the echo of the agent's own local NB transactions woke a reconcile:\n{}",
+        agent.log_tail()
+    );
 
     // Nobody else's rows were touched: the foreign router, its port and binding, and the
     // route added to the agent's router.

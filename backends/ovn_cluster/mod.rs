@@ -76,6 +76,11 @@ pub(crate) struct OvnClusterBackend {
     connect: Task<LocalNb>,
     /// Changes of the local NB (anyone's edit, a resync after a leader change).
     nb_changes: Option<watch::Receiver<u64>>,
+    /// Whether those changes need a reconcile ([`LocalNb::needs_reconcile`]: not when they are
+    /// the echo of the agent's own transaction), asked in a task so `changed` stays
+    /// cancel-safe; `nb_recheck`: the local NB changed again while it was asked.
+    nb_check: Task<bool>,
+    nb_recheck: bool,
     /// The last rendering, updated by the next exposure set's differences (issue 17).
     incremental: std::sync::Mutex<incremental::IncrementalRender>,
 }
@@ -96,6 +101,8 @@ impl OvnClusterBackend {
             fact_read: None,
             connect: None,
             nb_changes: None,
+            nb_check: None,
+            nb_recheck: false,
             incremental: Default::default(),
         })
     }
@@ -120,6 +127,16 @@ impl OvnClusterBackend {
                 false
             }
         }
+    }
+
+    /// Starts asking the local NB whether its changes need a reconcile; false without a
+    /// local NB to ask (the caller reconciles).
+    fn ask_nb_check(&mut self) -> bool {
+        let Some(nb) = self.slot.get().cloned() else {
+            return false;
+        };
+        self.nb_check = Some(tokio::spawn(async move { Ok(nb.needs_reconcile().await) }));
+        true
     }
 
     fn refresh_mappings(&mut self) {
@@ -302,6 +319,7 @@ impl ExposureBackend for OvnClusterBackend {
                 fact_read,
                 connect,
                 nb_changes,
+                nb_check,
                 identity,
                 ..
             } = self;
@@ -328,8 +346,33 @@ impl ExposureBackend for OvnClusterBackend {
                 open = watched(nb_changes) => {
                     if !open {
                         self.nb_changes = None;
+                        return Ok(());
                     }
-                    return Ok(());
+                    if self.nb_check.is_some() {
+                        self.nb_recheck = true;
+                    } else if !self.ask_nb_check() {
+                        return Ok(());
+                    }
+                }
+                result = maybe(nb_check) => {
+                    self.nb_check = None;
+                    match result.and_then(|r| r) {
+                        Ok(false) if std::mem::take(&mut self.nb_recheck) => {
+                            if !self.ask_nb_check() {
+                                return Ok(());
+                            }
+                        }
+                        Ok(false) => {} // only the agent's own echo: nothing to repair
+                        Ok(true) => {
+                            self.nb_recheck = false;
+                            return Ok(());
+                        }
+                        Err(e) => {
+                            self.nb_recheck = false;
+                            warn!("local NB change check: {e}; reconciling");
+                            return Ok(());
+                        }
+                    }
                 }
                 open = watched(identity) => {
                     if !open {

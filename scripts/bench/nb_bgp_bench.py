@@ -27,6 +27,17 @@ LRP on the lab's provider switch, FIP NAT rows with gateway_port, tenant switch 
 router-interface port and VMs) plus the Southbound `cr-lrp-<gateway>` chassisredirect binding
 bound to this chassis, which is how the NB driver learns on OVN 23.03 that the gateway is here.
 
+--ovn (with nb_bgp_bench.sh --ovn, which gives the lab its node-local OVN cluster through
+scripts/lab/local-ovn.sh): the agent runs with `exposing_method = ovn` (the lab's
+[local_ovn_cluster] names: local NB socket, fabric NIC and peer) and `expose_tenant_networks =
+False` (the method realises no tenant IP; an operator of it turns them off). Each exposure is an
+address on bgp-nic and a Static_MAC_Binding row in the local NB: a monitor of that table times
+the row too (bind: the row's insert; unbind: its delete), the cold start removes the agent's
+rows first and waits for all of them, and the busy routers are counted by their FIPs only (the
+tenant VMs behind them stay in the NB, not exposed), so B exposures here take 2× the routers.
+The local cluster's ovn-northd is paused too: with it running, each binding makes it (and the
+local ovn-controller after it) compute the local cluster again on the same two cores.
+
 `up` is written by this script directly: in OVN, northd copies it from the Southbound
 Port_Binding. northd is paused (`ovn-appctl pause`) for the whole run, so it neither overwrites
 that column nor computes logical flows for the bulk (see docs/nb-bgp-benchmark.md).
@@ -109,9 +120,60 @@ def ip4(base, i):
 PROVIDER_VM_BASE = (172 << 24) | (16 << 16)  # 172.16.0.0/12: provider VMs and router gateways
 
 
+class LocalNbBindings:
+    """The Static_MAC_Binding rows of the node-local NB (exposing_method = ovn) from a monitor
+    of that table, read in the Watcher's loop: the IPs with a row, and when each was last
+    inserted or deleted."""
+
+    TABLE = "Static_MAC_Binding"
+
+    def __init__(self, path, watcher):
+        self.path = path
+        self.db = Ovsdb(path, "OVN_Northbound")
+        self.db.on_notify = self.on_notify
+        self.rows = {}  # uuid -> ip
+        self.present = {}  # ip -> rows with it
+        self.added, self.removed = {}, {}  # ip -> time of the last insert / delete
+        watcher.extra.append(self.db)
+        mid = self.db.send("monitor", ["OVN_Northbound", "bench-smb",
+                                       {self.TABLE: {"columns": ["ip", "logical_port"]}}])
+        watcher.wait(lambda: mid in self.db.replies, 60, "local NB monitor reply")
+        _, msg = self.db.replies.pop(mid)
+        if msg.get("error"):
+            raise RuntimeError(f"local NB monitor: {msg['error']}")
+        self.apply(time.time(), msg["result"])
+
+    def on_notify(self, now, msg):
+        if msg.get("method") == "update" and msg["params"][0] == "bench-smb":
+            self.apply(now, msg["params"][1])
+
+    def apply(self, now, updates):
+        for uuid, change in updates.get(self.TABLE, {}).items():
+            old_ip = self.rows.pop(uuid, None)
+            if old_ip is not None:
+                self.present[old_ip] -= 1
+                if not self.present[old_ip]:
+                    del self.present[old_ip]
+                    self.removed[old_ip] = now
+            new = change.get("new")
+            if new is not None:
+                ip = new["ip"] if "ip" in new else old_ip
+                self.rows[uuid] = ip
+                if ip not in self.present:
+                    self.added[ip] = now
+                self.present[ip] = self.present.get(ip, 0) + 1
+
+    def delete_all(self):
+        """The agent's rows removed (before a cold start: it must write them all again)."""
+        transact_once(self.path, "OVN_Northbound",
+                      [{"op": "delete", "table": self.TABLE, "where": []}],
+                      "delete the local NB's Static_MAC_Binding rows")
+
+
 class NbLab:
-    def __init__(self, env, watcher):
+    def __init__(self, env, watcher, ovn=False):
         self.env = env
+        self.ovn = ovn  # exposing_method = ovn: only the FIPs of the busy routers count
         self.w = watcher
         self.here = env["CHASSIS_HOSTNAME"]
         # The measured ports join the lab's provider network (`public`): the lab binds a VM of
@@ -125,6 +187,7 @@ class NbLab:
         self.env_dir = os.path.dirname(env["AGENT_CONF"])  # full_reconciles() writes there
         self.busy_routers = 0
         self.busy_ips = []  # every address the busy routers expose here (FIPs, tenant VMs)
+        self.busy_tenant_ips = []  # of them, the tenant VMs (not exposed with --ovn)
         self.busy_gateway_ips = []  # and their gateway addresses (one per router)
         self.sb_chassis = None  # this chassis' SB Chassis uuid and the HA group of its gateways
         self.sb_ha_group = None
@@ -362,10 +425,11 @@ class NbLab:
             if self.select("Logical_Router", [["name", "==", f"neutron-{rid(0xe0, 0)}"]],
                            ["_uuid"]):
                 raise RuntimeError("the NB already holds busy routers (re-run on a fresh lab)")
-        while self.busy_routers * BUSY_PER_ROUTER < target:
+        per_router = BUSY_FIPS_PER_ROUTER if self.ovn else BUSY_PER_ROUTER
+        while self.busy_routers * per_router < target:
             k = self.busy_routers
             if k >= BUSY_MAX_ROUTERS:
-                raise ValueError(f"--busy: at most {BUSY_MAX_ROUTERS * BUSY_PER_ROUTER}")
+                raise ValueError(f"--busy: at most {BUSY_MAX_ROUTERS * per_router}")
             ops, gw_lrp, router, mac, gw_ip = self.busy_router_ops(k)
             res = self.w.transact(ops, what=f"insert busy router {k} (NB)")
             lr_uuid = res[len(ops) - 2]["uuid"][1]  # the Logical_Router insert
@@ -488,7 +552,8 @@ class NbLab:
             "external_ids": ext(neutron__router_name=f"busy-router-{k}",
                                 neutron__gw_port_id=gw)}})
         ops.append({"op": "comment", "comment": f"nb_bgp_bench: busy router {k}"})
-        self.busy_ips += fips + vms
+        self.busy_ips += fips if self.ovn else fips + vms
+        self.busy_tenant_ips += vms
         self.busy_gateway_ips.append(gw_ip)
         return ops, f"lrp-{gw}", router_name, gw_mac, gw_ip
 
@@ -496,7 +561,8 @@ class NbLab:
 # --------------------------------------------------------------------------------------------
 
 
-def measure(lab, w, agent, args, counts):
+def measure(lab, w, agent, args, counts, smb=None):
+    """`smb`: the local NB's LocalNbBindings with --ovn (each exposure also timed to its row)."""
     res = {"nb_rows": counts, "busy_exposures": len(lab.busy_ips),
            "busy_routers": lab.busy_routers}
     k = args.cold_start_ports
@@ -513,12 +579,22 @@ def measure(lab, w, agent, args, counts):
         if want & w.present:
             raise RuntimeError("cold-start addresses still present after removing bgp-nic: "
                                f"{sorted(want & w.present)[:5]}")
+        if smb:
+            smb.delete_all()
+            w.wait(lambda: not smb.present, 30, "the local NB's bindings deleted")
         t0 = agent.start()
         w.wait(lambda: want <= w.present or not agent.alive(), args.timeout, "cold start exposure")
+        if smb:
+            w.wait(lambda: want <= smb.present.keys() or not agent.alive(), args.timeout,
+                   "cold start: every Static_MAC_Binding in the local NB")
+            stray = set(lab.busy_tenant_ips) & w.present
+            if stray:
+                raise RuntimeError(f"--ovn: tenant VMs exposed: {sorted(stray)[:5]}")
         if not agent.alive():
             raise RuntimeError(f"agent exited; see {agent.log_path}")
         t_all = max(w.added[ip] for ip in want)
         t_first = min(w.added[ip] for ip in want)
+        t_all_smb = max(smb.added[ip] for ip in want) if smb else None
         rec = wait_reconciled(agent, w, t0, timeout=args.timeout)
         phases, replica_rows, ready = [], None, None
         for line in open(agent.log_path):
@@ -538,6 +614,7 @@ def measure(lab, w, agent, args, counts):
             "busy_addresses": len(lab.busy_ips) + len(lab.busy_gateway_ips),
             "exec_to_all_addresses_ms": round((t_all - t0) * 1000, 1),
             "exec_to_first_address_ms": round((t_first - t0) * 1000, 1),
+            "exec_to_all_bindings_ms": round((t_all_smb - t0) * 1000, 1) if smb else None,
             "exec_to_nb_replica_ready_ms": ready,
             "exec_to_first_reconcile_done_ms": round((rec - t0) * 1000, 1) if rec else None,
             "replica_rows": replica_rows,
@@ -549,6 +626,8 @@ def measure(lab, w, agent, args, counts):
     res["cold_start"] = starts[0]
     res["cold_start_repeats_ms"] = [c["exec_to_all_addresses_ms"] for c in starts]
     res["cold_start_replica_ready_ms"] = [c["exec_to_nb_replica_ready_ms"] for c in starts]
+    if smb:
+        res["cold_start_bindings_ms"] = [c["exec_to_all_bindings_ms"] for c in starts]
     log(f"cold start: {res['cold_start_repeats_ms']} ms; replica {res['cold_start']['replica_rows']}")
     wait_tools_idle(w, lab.env)
     settle(w)
@@ -556,7 +635,7 @@ def measure(lab, w, agent, args, counts):
     res["rss_after_start"] = memory(agent)
 
     def one_by_one(ports, bound):
-        lat, tail, rtt = [], [], []
+        lat, tail, rtt, lat_smb = [], [], [], []
         for i, ip, uuid in ports:
             wait_idle(agent, w, quiet=args.gap)
             t_send = time.time()
@@ -565,18 +644,31 @@ def measure(lab, w, agent, args, counts):
                 w.wait(lambda: ip in w.present and w.added.get(ip, 0) >= t_send, args.timeout,
                        f"address {ip}")
                 t_ev = w.added[ip]
+                if smb:
+                    w.wait(lambda: ip in smb.present and smb.added.get(ip, 0) >= t_send,
+                           args.timeout, f"Static_MAC_Binding of {ip}")
+                    lat_smb.append(smb.added[ip] - t_send)
             else:
                 w.wait(lambda: ip not in w.present and w.removed.get(ip, 0) >= t_send,
                        args.timeout, f"removal of {ip}")
                 t_ev = w.removed[ip]
+                if smb:
+                    w.wait(lambda: ip not in smb.present and smb.removed.get(ip, 0) >= t_send,
+                           args.timeout, f"deletion of the Static_MAC_Binding of {ip}")
+                    lat_smb.append(smb.removed[ip] - t_send)
             t_reply, _ = w.reply(req)
             t_rec = wait_reconciled(agent, w, t_send)
             lat.append(t_ev - t_send)
             rtt.append(t_reply - t_send)
             if t_rec:
                 tail.append(max(0.0, t_rec - t_ev))
-        return {"from_send": summary(lat), "transact_rtt": summary(rtt),
-                "address_to_reconcile_logged": summary(tail) if tail else None}
+        out = {"from_send": summary(lat), "transact_rtt": summary(rtt),
+               "address_to_reconcile_logged": summary(tail) if tail else None}
+        if smb:
+            # Both the address and the row: the later of the two is when the exposure is whole.
+            out["binding_from_send"] = summary(lat_smb)
+            out["both_from_send"] = summary([max(a, b) for a, b in zip(lat, lat_smb)])
+        return out
 
     cpu0 = agent.cpu_seconds()
     t_cpu0 = time.time()
@@ -607,6 +699,15 @@ def measure(lab, w, agent, args, counts):
             w.wait(lambda: all(w.removed.get(ip, 0) >= t_send for ip in ips), args.timeout,
                    "burst removal")
             ts = [w.removed[ip] for ip in ips]
+        ts_smb = []
+        if smb and bound:
+            w.wait(lambda: all(smb.added.get(ip, 0) >= t_send for ip in ips), args.timeout,
+                   "burst: the Static_MAC_Binding rows")
+            ts_smb = [smb.added[ip] for ip in ips]
+        elif smb:
+            w.wait(lambda: all(smb.removed.get(ip, 0) >= t_send for ip in ips), args.timeout,
+                   "burst: the Static_MAC_Binding rows deleted")
+            ts_smb = [smb.removed[ip] for ip in ips]
         t_replies = [w.reply(r)[0] for r in reqs]
         time.sleep(0.3)
         reconciles = 0
@@ -620,6 +721,8 @@ def measure(lab, w, agent, args, counts):
                 "send_to_first_address_ms": round((min(ts) - t_send) * 1000, 1),
                 "first_to_last_address_ms": round((max(ts) - min(ts)) * 1000, 1),
                 "last_reply_ms": round((max(t_replies) - t_send) * 1000, 1),
+                "send_to_last_binding_ms": (round((max(ts_smb) - t_send) * 1000, 1)
+                                            if ts_smb else None),
                 "reconciles_logged": reconciles}
 
     res["burst_pipelined"] = burst_run(burst, True, False)
@@ -957,12 +1060,27 @@ def memory(agent):
     return out
 
 
-def nb_agent_conf(lab_conf, out_path):
-    """The lab's configuration with the NB driver (the lab writes `driver = ovn_bgp_driver`)."""
+def nb_agent_conf(lab_conf, out_path, env=None):
+    """The lab's configuration with the NB driver (the lab writes `driver = ovn_bgp_driver`);
+    with the lab's `env` (--ovn), `exposing_method = ovn` on its node-local OVN cluster as
+    scripts/demo.sh --driver nb-ovn configures it, and no tenant networks."""
     text = open(lab_conf).read()
     new, n = re.subn(r"(?m)^driver = ovn_bgp_driver$", "driver = nb_ovn_bgp_driver", text)
     if n != 1:
         raise RuntimeError(f"{lab_conf}: no `driver = ovn_bgp_driver` line to replace")
+    if env is not None:
+        for key, value in (("exposing_method", "ovn"), ("expose_tenant_networks", "False")):
+            new, n = re.subn(rf"(?m)^{key} = .*$", f"{key} = {value}", new)
+            if n != 1:
+                raise RuntimeError(f"{lab_conf}: no `{key}` line to replace")
+        if "LOCAL_NB_SOCK" not in env:
+            raise RuntimeError("--ovn: the lab has no node-local OVN cluster "
+                               "(scripts/lab/local-ovn.sh; nb_bgp_bench.sh --ovn runs it)")
+        new += (f"\n[local_ovn_cluster]\novn_nb_connection = unix:{env['LOCAL_NB_SOCK']}\n"
+                f"peer_ips = {env['FABRIC_PEER_IP4']}\n"
+                f"provider_networks_pool_prefixes = {env['PUBLIC_CIDR4']}\n"
+                f"external_nics = {env['FABRIC_NIC']}\n"
+                f"bgp_chassis_id = {env['LOCAL_OVN_CHASSIS']}\n")
     with open(out_path, "w") as f:
         f.write(new)
     return out_path
@@ -987,6 +1105,10 @@ def main():
                     help="busy gateway: exposures on this chassis (centralized FIPs + tenant "
                          "VMs), comma separated, increasing; the bulk is loaded once, to the "
                          "last of --sizes")
+    ap.add_argument("--ovn", action="store_true",
+                    help="exposing_method = ovn on the lab's node-local OVN cluster "
+                         "(scripts/lab/local-ovn.sh): each exposure is also timed to its "
+                         "Static_MAC_Binding row in the local NB")
     ap.add_argument("--full-reconciles", type=int, default=5,
                     help="periodic full reconciles timed per run (0: skip)")
     ap.add_argument("--full-interval", type=int, default=2,
@@ -1014,13 +1136,16 @@ def main():
     # The OVSDB connection of the Watcher (named `sb` there) is the Northbound here.
     nb = Ovsdb(env["NB_SOCK"], "OVN_Northbound")
     w = Watcher(nb, netlink_socket_in(env["NS_CHASSIS"]))
-    lab = NbLab(env, w)
-    conf = nb_agent_conf(env["AGENT_CONF"], os.path.join(args.lab_dir, "bgp-agent-nb.conf"))
+    lab = NbLab(env, w, ovn=args.ovn)
+    conf = nb_agent_conf(env["AGENT_CONF"], os.path.join(args.lab_dir, "bgp-agent-nb.conf"),
+                         env if args.ovn else None)
+    smb = LocalNbBindings(env["LOCAL_NB_SOCK"], w) if args.ovn else None
     agent = Agent(args.agent, conf, args.lab_dir, os.path.join(args.lab_dir, "agent-bench.log"))
     upstream = (UpstreamAgent(args.upstream_venv, env, env["AGENT_CONF"], args.lab_dir,
                               debug=args.upstream_debug) if args.upstream_venv else None)
     results = {"machine_start": machine_info(), "params": vars(args), "runs": [],
                "lab_ovn": env.get("LAB_OVN", "system"),
+               "exposing_method": "ovn" if args.ovn else "underlay",
                # allocator settings passed to the agent (e.g. MIMALLOC_ALLOW_THP=0)
                "agent_env": {k: v for k, v in os.environ.items() if k.startswith("MIMALLOC_")}}
     measured = args.cold_start_ports + args.events + args.burst
@@ -1029,6 +1154,11 @@ def main():
         # northd would overwrite `up` from the Southbound and compute flows for the whole bulk.
         subprocess.run(["ovn-appctl", "-t", os.path.join(ovn_dir, "ovn-northd.ctl"), "pause"],
                        check=True)
+        if args.ovn:
+            # The local cluster's northd would compute it again per binding (module docstring).
+            subprocess.run(["ovn-appctl", "-t", os.path.join(env["LOCAL_OVN_DIR"], "northd.ctl"),
+                            "pause"], check=True)
+            log("the local cluster's ovn-northd paused")
         log(f"ovn-northd paused; provider patch port {lab.wait_patch_port()} in br-ex")
         lab.set_fip_centralized()
         lab.create_measured_ports(measured, args.cold_start_ports)
@@ -1037,8 +1167,8 @@ def main():
         # Without --busy: one run per N. With it: the bulk loaded once, one run per busy size.
         steps = [(size, 0) for size in sizes] if not args.busy else \
             [(sizes[-1], int(b)) for b in args.busy.split(",")]
-        if args.busy and (upstream or args.skip_ours):
-            raise SystemExit("--busy measures our agent only (no BENCH_UPSTREAM)")
+        if (args.busy or args.ovn) and (upstream or args.skip_ours):
+            raise SystemExit("--busy and --ovn measure our agent only (no BENCH_UPSTREAM)")
         for size, busy in steps:
             want = max(0, size - base) // LSPS_PER_PROJECT
             t0 = time.time()
@@ -1056,7 +1186,7 @@ def main():
                 counts["busy_load_s"] = busy_s
             log(f"=== N = {counts['Logical_Switch_Port']} LSPs in the NB: {counts}; "
                 f"{len(lab.busy_ips)} busy exposures on {lab.busy_routers} routers here ===")
-            run = {"nb_rows": counts} if args.skip_ours else measure(lab, w, agent, args, counts)
+            run = {"nb_rows": counts} if args.skip_ours else measure(lab, w, agent, args, counts, smb)
             run["lsps"] = counts["Logical_Switch_Port"]
             if upstream:
                 # One after the other, never together: both would write bgp-nic.
@@ -1098,6 +1228,21 @@ def markdown(results):
          lambda r: f"{r['rss_end']['Anonymous']:.1f} / {r['rss_end']['AnonHugePages']:.1f}"),
     ]
     runs = results["runs"]
+    if results.get("exposing_method") == "ovn":
+        pq = lambda d: f"{d['p50_ms']} / {d['p99_ms']}"  # noqa: E731
+        rows[0] = ("FIPs of the busy routers here (their tenant VMs not exposed)", rows[0][1])
+        rows[5:5] = [
+            ("cold start: exec to every Static_MAC_Binding in the local NB (ms)",
+             lambda r: " / ".join(map(str, r["cold_start_bindings_ms"]))),
+            ("bind → Static_MAC_Binding in the local NB p50 / p99 (ms)",
+             lambda r: pq(r["bind"]["binding_from_send"])),
+            ("bind → address and row, the later, p50 / p99 (ms)",
+             lambda r: pq(r["bind"]["both_from_send"])),
+            ("unbind → row deleted p50 / p99 (ms)",
+             lambda r: pq(r["unbind"]["binding_from_send"])),
+            ("burst 50 (50 txns): first send → last row (ms)",
+             lambda r: f"{r['burst_pipelined']['send_to_last_binding_ms']}"),
+        ]
     busy = any(r.get("busy_exposures") for r in runs)
     head = [f"{r.get('busy_exposures', 0)} here, N = {r['lsps']} LSPs" if busy
             else f"N = {r['lsps']} LSPs" for r in runs]

@@ -9,12 +9,17 @@
 #   sudo scripts/bench/nb_bgp_bench.sh --keep          # leave the lab up afterwards
 #   sudo BENCH_SIZES=10000 scripts/bench/nb_bgp_bench.sh --busy 1000,10000,30000
 #                      # busy gateway (issue 17): N loaded once, then 1k, 10k, 30k exposures here
+#   sudo BENCH_SIZES=10000 scripts/bench/nb_bgp_bench.sh --busy 1000,10000,30000 --ovn
+#                      # the same with `exposing_method = ovn`: the lab gets its node-local OVN
+#                      # cluster (scripts/lab/local-ovn.sh) and each exposure is also timed to its
+#                      # Static_MAC_Binding row in the local NB
 #
 # Environment: BENCH_SIZES, BENCH_EVENTS (200), BENCH_BURST (50), BENCH_COLD_PORTS (100),
 # BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
 # BENCH_SETTLE (0: seconds to wait after a cold start, besides the wait for the agent's tool chains),
 # BENCH_OUT (JSON results, default $LAB_DIR/../nb-bgp-bench-<time>.json),
-# CARGO_TARGET_DIR (where the release build goes), and the lab's own LAB_DIR / LAB_NS_PREFIX /
+# CARGO_TARGET_DIR (where the release build goes), BENCH_AGENT (measure that binary instead of
+# building one: an A/B against another commit), and the lab's own LAB_DIR / LAB_NS_PREFIX /
 # LAB_NB_TCP_PORT / LAB_SB_TCP_PORT (defaults below keep it apart from a default lab). The lab is
 # torn down at the end (also on failure) unless --keep.
 #
@@ -36,6 +41,8 @@ sizes=${BENCH_SIZES:-1000,10000,100000}
 out=${BENCH_OUT:-$(dirname "$LAB_DIR")/nb-bgp-bench-$(date -u +%Y%m%dT%H%M%SZ).json}
 . scripts/bench/args.sh "$@"
 [ -z "$evpn" ] || { echo "--evpn: the EVPN busy gateway is in scripts/bench/sb_bgp_bench.sh" >&2; exit 2; }
+[ -z "$ovn" ] || [ "${BENCH_UPSTREAM:-0}" != 1 ] ||
+    { echo "--ovn measures our agent only (upstream's ovn method fails every sync with peer_ips set: U02)" >&2; exit 2; }
 
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }
@@ -73,14 +80,24 @@ if [ "${BENCH_UPSTREAM:-0}" = 1 ]; then
     if [ "${BENCH_UPSTREAM_ONLY:-0}" = 1 ]; then upstream_args+=(--skip-ours); fi
 fi
 
-echo "==> building the agent (release)"
-cargo build --release --quiet --bin ovn-bgp-agent
-agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
+if [ -n "${BENCH_AGENT:-}" ]; then
+    # Another build of the agent (an A/B against an earlier commit), measured by this script.
+    agent=$(realpath "$BENCH_AGENT")
+    echo "==> the agent: $agent (BENCH_AGENT, not built here)"
+else
+    echo "==> building the agent (release)"
+    cargo build --release --quiet --bin ovn-bgp-agent
+    agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
+fi
 
 echo "==> bringing up the lab in $LAB_DIR (netns ${LAB_NS_PREFIX}*)"
 scripts/lab/up.sh >/dev/null
 if [ "$keep" = 0 ]; then
     trap 'echo "==> tearing the lab down"; scripts/lab/down.sh >/dev/null 2>&1 || true' EXIT
+fi
+if [ -n "$ovn" ]; then
+    echo "==> the node-local OVN cluster of exposing_method = ovn (scripts/lab/local-ovn.sh)"
+    scripts/lab/local-ovn.sh >/dev/null
 fi
 
 echo "==> machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -88,6 +105,6 @@ python3 scripts/bench/nb_bgp_bench.py \
     --lab-dir "$LAB_DIR" --agent "$agent" --sizes "$sizes" \
     --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
     --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
-    --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" \
+    --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" $ovn \
     --out "$out" "${upstream_args[@]}"
 echo "==> JSON results: $out"

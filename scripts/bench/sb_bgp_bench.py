@@ -109,6 +109,7 @@ class Ovsdb:
         self.next_id = 0
         self.replies = {}  # id -> (time received, message)
         self.dec = json.JSONDecoder()
+        self.on_notify = None  # called with (time received, message) for a notification
 
     def send(self, method, params):
         self.next_id += 1
@@ -147,6 +148,8 @@ class Ovsdb:
                 self.sock.setblocking(False)
             elif "id" in msg and msg.get("method") is None:
                 self.replies[msg["id"]] = (now, msg)
+            elif msg.get("method") and self.on_notify:
+                self.on_notify(now, msg)
 
 
 def transact_once(path, database, ops, what, timeout=120):
@@ -242,6 +245,7 @@ class Watcher:
         self.added = {}  # ip -> time of the last RTM_NEWADDR
         self.removed = {}  # ip -> time of the last RTM_DELADDR
         self.overruns = 0
+        self.extra = []  # more OVSDB connections read in the same loop (Ovsdb)
 
     def dump_addresses(self):
         req = struct.pack("=IHHIIBBBBI", 24, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, 1, 0,
@@ -269,10 +273,14 @@ class Watcher:
         return found
 
     def pump(self, timeout):
-        r, _, _ = select.select([self.sb.sock, self.nl], [], [], max(0.0, timeout))
+        extra = {c.sock: c for c in self.extra}
+        r, _, _ = select.select([self.sb.sock, self.nl, *extra], [], [], max(0.0, timeout))
         now = time.time()
         if self.sb.sock in r:
             self.sb.on_readable(now)
+        for sock in r:
+            if sock in extra:
+                extra[sock].on_readable(now)
         if self.nl in r:
             while True:
                 try:

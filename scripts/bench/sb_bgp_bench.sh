@@ -15,7 +15,8 @@
 # BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
 # BENCH_SETTLE (0: seconds to wait after a cold start, besides the wait for the agent's tool chains),
 # BENCH_OUT (JSON results, default $LAB_DIR/../sb-bgp-bench-<time>.json), CARGO_TARGET_DIR
-# (where the release build goes: a profiling build, e.g. with frame pointers, apart), and the lab's own
+# (where the release build goes: a profiling build, e.g. with frame pointers, apart), BENCH_AGENT
+# (measure that binary instead of building one: an A/B against another commit), and the lab's own
 # LAB_DIR / LAB_NS_PREFIX / LAB_NB_TCP_PORT / LAB_SB_TCP_PORT (defaults below keep it apart from
 # a default lab). The lab is torn down at the end (also on failure) unless --keep.
 set -euo pipefail
@@ -32,9 +33,15 @@ out=${BENCH_OUT:-$(dirname "$LAB_DIR")/sb-bgp-bench-$(date -u +%Y%m%dT%H%M%SZ).j
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }
 
-echo "==> building the agent (release)"
-cargo build --release --quiet --bin ovn-bgp-agent
-agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
+if [ -n "${BENCH_AGENT:-}" ]; then
+    # Another build of the agent (an A/B against an earlier commit), measured by this script.
+    agent=$(realpath "$BENCH_AGENT")
+    echo "==> the agent: $agent (BENCH_AGENT, not built here)"
+else
+    echo "==> building the agent (release)"
+    cargo build --release --quiet --bin ovn-bgp-agent
+    agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
+fi
 
 echo "==> bringing up the lab in $LAB_DIR (netns ${LAB_NS_PREFIX}*)"
 scripts/lab/up.sh >/dev/null

@@ -343,6 +343,26 @@ impl LocalNb {
         self.changes.clone()
     }
 
+    /// Whether the local NB changed since the last reconcile in a way a reconcile has to see:
+    /// false when every row changed since (the replica's journal, left in place for that
+    /// reconcile) is the echo of the agent's own transactions or a row of someone else's, so
+    /// that a full plan of the last state applied would find nothing to do
+    /// ([`unchanged_since`]). True when there is no such state (never applied, or its
+    /// transaction failed) or the journal lost track (a resync after a reconnect). Waits for a
+    /// reconcile in flight: the echo of its transaction arrives before its reply, and is only
+    /// known as the echo once the reply recorded what it applied. The backend asks this before
+    /// waking the host, so a binding added costs one reconcile, not a second one for its echo.
+    pub async fn needs_reconcile(&self) -> bool {
+        let applied = self.serial.lock().await;
+        let Some(last) = applied.as_ref() else {
+            return true;
+        };
+        let replica = self.client.replica();
+        replica
+            .peek_journal(|journal| journal.lost || !unchanged_since(&replica, last, journal))
+            .unwrap_or(true)
+    }
+
     /// Transactions sent so far (a reconcile with nothing to do sends none).
     pub fn transactions_sent(&self) -> u64 {
         self.transactions.load(Ordering::Relaxed)

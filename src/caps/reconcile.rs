@@ -70,9 +70,13 @@ struct ToolClasses {
     /// (and an OVS port set) equal to the last one applied without error is not re-checked on
     /// every reconcile: that saves an `ovs-vsctl` and an `ovs-ofctl dump-flows` per bridge on
     /// every OVSDB event, and drift (an OVS restart, `emer-reset`, a port deleted by hand) is
-    /// the flow check's job (it re-runs the ports' last reconcile too).
+    /// the flow check's job (it re-runs the ports' last reconcile too). Static FDB entries
+    /// likewise: an unchanged set costs no `ovs-appctl fdb/show` per bridge per event (the flow
+    /// check re-runs their last reconcile as well, which puts back what a vswitchd restart
+    /// dropped).
     skip_unchanged_flows: bool,
     last_flows: std::sync::Mutex<Option<FlowState>>,
+    last_fdb: std::sync::Mutex<Option<std::collections::BTreeSet<crate::system::FdbEntrySpec>>>,
 }
 
 /// The targets the tool classes are applied to, each on its own in the agent.
@@ -134,6 +138,7 @@ impl CompositeReconciler {
                 fdb: None,
                 skip_unchanged_flows: false,
                 last_flows: std::sync::Mutex::new(None),
+                last_fdb: std::sync::Mutex::new(None),
             }),
             tool_wait: None,
             workers: std::sync::Mutex::new([None, None, None]),
@@ -325,6 +330,16 @@ impl ToolClasses {
                 })
     }
 
+    fn fdb_unchanged(&self, desired: &DesiredSystem) -> bool {
+        self.skip_unchanged_flows
+            && self
+                .last_fdb
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_some_and(|fdb| *fdb == desired.fdb_entries)
+    }
+
     fn remember_flows(&self, desired: Option<&DesiredSystem>) {
         *self.last_flows.lock().unwrap_or_else(|e| e.into_inner()) =
             desired.map(|d| (d.flows.clone(), d.ownership.flow_cookies.clone()));
@@ -403,7 +418,15 @@ impl ToolClasses {
         }
 
         match &self.fdb {
-            Some(fdb) => report.merge(fdb.reconcile_fdb(&desired.fdb_entries).await),
+            Some(_) if self.fdb_unchanged(desired) => {}
+            Some(fdb) => {
+                report.merge(fdb.reconcile_fdb(&desired.fdb_entries).await);
+                // Whatever the outcome, as for the flows: the periodic check retries.
+                if self.skip_unchanged_flows {
+                    *self.last_fdb.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(desired.fdb_entries.clone());
+                }
+            }
             None if !desired.fdb_entries.is_empty() => report.error(
                 FDB,
                 format!("{} FDB entries", desired.fdb_entries.len()),

@@ -508,6 +508,13 @@ impl Replica {
         ))
     }
 
+    /// Looks at the rows changed since the journal was enabled or last taken, leaving it in
+    /// place; `None` when it is not enabled.
+    pub fn peek_journal<R>(&self, f: impl FnOnce(&Journal) -> R) -> Option<R> {
+        let journal = self.journal.as_ref()?;
+        Some(f(&journal.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+
     fn journal_mut(&mut self) -> Option<&mut Journal> {
         self.journal
             .as_mut()
