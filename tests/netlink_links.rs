@@ -151,6 +151,26 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
         "{host:?}"
     );
     assert!(!host.iter().any(|(dev, _)| dev == "tst-ifb"), "{host:?}");
+    // One device's addresses (the ovn method's fabric bridges, read every few seconds): both
+    // families, nothing of the other devices', nothing for a name without a device.
+    ns.ip(&["addr", "add", "2001:db8:7::1/64", "dev", "other-br"]);
+    ns.ip(&["addr", "add", "10.0.0.11/32", "dev", "tst-ifb"]);
+    let mut of = r.addresses_of(&["other-br", "no-such-dev"]).await.unwrap();
+    of.retain(|(_, a)| !matches!(a, ipnet::IpNet::V6(v6) if v6.addr().is_unicast_link_local()));
+    of.sort();
+    assert_eq!(
+        of,
+        [
+            ("other-br".to_owned(), "192.0.2.1/24".parse().unwrap()),
+            ("other-br".to_owned(), "2001:db8:7::1/64".parse().unwrap()),
+        ],
+        "{of:?}"
+    );
+    let on_nic = r.addresses_of(&["tst-ifb"]).await.unwrap();
+    assert!(
+        on_nic.iter().all(|(dev, _)| dev == "tst-ifb") && on_nic.len() >= 2,
+        "{on_nic:?}"
+    );
 
     // State drift: a link set down, a master removed: put back, counted as changes.
     ns.ip(&["link", "set", "tst-ifb", "down"]);

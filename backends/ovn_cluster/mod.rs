@@ -202,8 +202,9 @@ async fn read_facts(
         .port_table_for(&list, &[])
         .await
         .map_err(|e| format!("ovs-vsctl list: {e}"))?;
+    let names: Vec<&str> = bridges.iter().map(InterfaceName::as_str).collect();
     let addresses = netlink
-        .host_addresses()
+        .addresses_of(&names)
         .await
         .map_err(|e| format!("kernel addresses: {e}"))?;
     let mut out = ClusterFacts::default();

@@ -16,8 +16,15 @@ pub(crate) struct ObservedAddress {
 }
 
 pub(crate) fn dump_request(family: AddressFamily) -> RouteNetlinkMessage {
+    dump_request_of(family, 0)
+}
+
+/// Dump of one device's addresses (`index`; 0: every device). The session's socket has
+/// `NETLINK_GET_STRICT_CHK` set, so the kernel walks that device's addresses alone.
+pub(crate) fn dump_request_of(family: AddressFamily, index: u32) -> RouteNetlinkMessage {
     let mut m = AddressMessage::default();
     m.header.family = family;
+    m.header.index = index;
     RouteNetlinkMessage::GetAddress(m)
 }
 

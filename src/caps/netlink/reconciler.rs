@@ -865,6 +865,46 @@ impl NetlinkReconciler {
     }
 }
 
+impl NetlinkReconciler {
+    /// The addresses of the named devices only (both families), each device's dumped by its
+    /// index: the `ovn` method reads its fabric bridges' every few seconds, and a dump of every
+    /// address would walk the tens of thousands the agent exposes on bgp-nic each time (and hold
+    /// the session's connection meanwhile). A name without a device has none.
+    pub async fn addresses_of(
+        &self,
+        devices: &[&str],
+    ) -> Result<Vec<(String, ipnet::IpNet)>, NetlinkError> {
+        let s = self.session().await?;
+        let r = dump_links(&s.conn).await;
+        self.forget_session_if_closed(&r);
+        let links = r?;
+        let mut out = Vec::new();
+        for &dev in devices {
+            let Some(index) = links.by_name.get(dev).map(|l| l.index) else {
+                continue;
+            };
+            for (family, what) in [
+                (AddressFamily::Inet, "ipv4 addresses of one device"),
+                (AddressFamily::Inet6, "ipv6 addresses of one device"),
+            ] {
+                let r = s
+                    .conn
+                    .dump(what, addresses::dump_request_of(family, index))
+                    .await;
+                self.forget_session_if_closed(&r);
+                out.extend(
+                    r?.iter()
+                        .filter_map(addresses::parse)
+                        // A kernel without the filter answers with every device's.
+                        .filter(|a| a.index == index)
+                        .map(|a| (dev.to_owned(), a.addr)),
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// What [`interest`] makes the mirror's interest from.
 struct InterestInputs<'a> {
     mirror: usize,
