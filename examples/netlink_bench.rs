@@ -185,6 +185,22 @@ async fn main() {
         noop.is_noop(),
         "second reconcile changed something: {noop:?}"
     );
+    // The host's addresses with the agent's N on its own device: the policy stage's read at
+    // start and at each periodic reconcile (each device that is not the agent's dumped alone),
+    // and one device's (the ovn method's fabric bridges, every 5 s).
+    let t = Timed::start();
+    let all = reconciler.host_addresses().await.expect("host addresses");
+    let t_all = Timed::since(t);
+    let _ = reconciler
+        .addresses_of(&["lo"])
+        .await
+        .expect("lo's addresses");
+    let t = Timed::start();
+    let one = reconciler
+        .addresses_of(&["lo"])
+        .await
+        .expect("lo's addresses");
+    let t_one = Timed::since(t);
     let (removal, t_remove) = timed_reconcile(&reconciler, &empty, "remove").await;
 
     // A node's first start: the devices do not exist either, so bgp-nic gets its addresses
@@ -202,6 +218,14 @@ async fn main() {
     );
     println!("no-op reconcile:    {t_noop}");
     println!("remove everything:  {t_remove}  ({:?})", removal.removed);
+    println!(
+        "host addresses (not the agent's devices): {t_all} ({})",
+        all.len()
+    );
+    println!(
+        "one device's addresses (lo):               {t_one} ({})",
+        one.len()
+    );
     if reference {
         kernel_reference(n);
     }

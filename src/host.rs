@@ -237,7 +237,8 @@ impl Agent {
     /// backend owns (bgp-nic) and those it renders (ARP/NDP helpers), taken from the last
     /// desired state or, before the first reconcile, from the backend's base rendering; so a
     /// restarted agent does not mistake what its predecessor exposed for the host's addresses.
-    /// One address dump; done at start and at each periodic reconcile, not per event.
+    /// One read of the host's addresses (`host_addresses`: the devices that are not the
+    /// agent's), at start and at each periodic reconcile, not per event.
     async fn refresh_protected(&mut self) {
         let mut protected = self.remote_ips();
         let base;

@@ -171,6 +171,30 @@ async fn available_kinds_are_created_adjusted_and_owned_ones_removed() {
         on_nic.iter().all(|(dev, _)| dev == "tst-ifb") && on_nic.len() >= 2,
         "{on_nic:?}"
     );
+    // With more devices that are not the agent's than it dumps one by one, the host's
+    // addresses come from one dump of every address: the same answer.
+    let by_device = r.host_addresses().await.unwrap();
+    assert!(
+        by_device
+            .iter()
+            .any(|(dev, a)| dev == "other-br" && a.to_string() == "2001:db8:7::1/64"),
+        "{by_device:?}"
+    );
+    for i in 0..=ovn_bgp_agent::caps::netlink::HOST_DEVICE_DUMPS_MAX {
+        ns.ip(&["link", "add", &format!("many{i}"), "type", "ifb"]);
+    }
+    ns.ip(&["addr", "add", "192.0.2.77/32", "dev", "many3"]);
+    let dumped = r.host_addresses().await.unwrap();
+    let mut expected = by_device.clone();
+    expected.push(("many3".to_owned(), "192.0.2.77/32".parse().unwrap()));
+    let sorted = |mut v: Vec<(String, ipnet::IpNet)>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(dumped), sorted(expected));
+    for i in 0..=ovn_bgp_agent::caps::netlink::HOST_DEVICE_DUMPS_MAX {
+        ns.ip(&["link", "del", &format!("many{i}")]);
+    }
 
     // State drift: a link set down, a master removed: put back, counted as changes.
     ns.ip(&["link", "set", "tst-ifb", "down"]);

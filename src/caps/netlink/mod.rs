@@ -26,4 +26,4 @@ pub(crate) mod validate;
 pub use error::{KernelErrno, NetlinkError};
 pub use kinds::{nic_link_kind, vrf_link_kind};
 pub use netns::NetnsTarget;
-pub use reconciler::{NetlinkReconciler, class};
+pub use reconciler::{HOST_DEVICE_DUMPS_MAX, NetlinkReconciler, class};
