@@ -747,4 +747,60 @@ async fn unchanged_fdb_entries_are_left_to_the_periodic_check() {
         static_entries(&node, "br-ex"),
         ["LOCAL 0 aa:00:00:00:00:01", "LOCAL 0 aa:00:00:00:00:02"]
     );
+
+    // An entry that cannot be applied yet (its bridge does not exist) stays in the report of
+    // the events that leave it to the periodic check, until that check applies it.
+    desired.fdb_entries.insert(FdbEntrySpec {
+        bridge: name("br-new"),
+        port: name("br-new"),
+        ..entry("aa:00:00:00:00:03")
+    });
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(report.errors[0].object.contains("br-new"), "{report:?}");
+    let runs = fdb_runs();
+    desired
+        .flows
+        .insert(evpn_redirect("fa:16:3e:00:00:04", "fa:16:3e:00:00:10"));
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert_eq!(report.errors.len(), 1, "still reported: {report:?}");
+    assert!(report.errors[0].object.contains("br-new"), "{report:?}");
+    assert_eq!(fdb_runs(), runs, "{:?}", invocations(&log));
+    node.vsctl(&[
+        "add-br",
+        "br-new",
+        "--",
+        "set",
+        "bridge",
+        "br-new",
+        "datapath_type=netdev",
+    ]);
+    flows.check_others_now().await;
+    assert_eq!(
+        static_entries(&node, "br-new"),
+        ["LOCAL 0 aa:00:00:00:00:03"]
+    );
+    desired
+        .flows
+        .insert(evpn_redirect("fa:16:3e:00:00:05", "fa:16:3e:00:00:10"));
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert!(report.errors.is_empty(), "applied since: {report:?}");
+
+    // Flows likewise: a flow refused stays reported by the events that leave the unchanged
+    // flow set to the flow check (here: one that changes only the FDB entries).
+    let mut hostile = evpn_redirect("fa:16:3e:00:00:06", "fa:16:3e:00:00:10");
+    hostile.actions = "output:{x,drop}".to_owned();
+    desired.flows.insert(hostile.clone());
+    let flow_errors = |r: &ovn_bgp_agent::system::ChangeReport| {
+        r.errors.iter().filter(|e| e.class == "flows").count()
+    };
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert_eq!(flow_errors(&report), 1, "{report:?}");
+    desired.fdb_entries.insert(entry("aa:00:00:00:00:04"));
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert_eq!(report.added.get("fdb"), Some(&1), "{report:?}");
+    assert_eq!(flow_errors(&report), 1, "still reported: {report:?}");
+    desired.flows.remove(&hostile);
+    let report = reconciler.reconcile(&desired).await.unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
 }

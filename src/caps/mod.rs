@@ -64,6 +64,14 @@ pub trait FlowReconciler: Send + Sync {
         desired: &crate::system::ObjectSet<crate::system::PortFlowSpec>,
         owned_cookies: &std::collections::BTreeSet<u64>,
     ) -> Result<(usize, usize), CapError>;
+
+    /// The problems of the last reconcile, whoever ran it (an event's or the periodic flow
+    /// check's), `None` when it applied everything: reported again by a reconcile that leaves
+    /// an unchanged flow set to the flow check, so that flows not applied stay in the report
+    /// (and `status`) until they are.
+    fn standing_error(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Keeps the agent's OVS ports (those marked `external_ids:ovn-bgp-agent=owned`) equal to
@@ -83,6 +91,13 @@ pub trait FdbReconciler: Send + Sync {
         &self,
         desired: &std::collections::BTreeSet<crate::system::FdbEntrySpec>,
     ) -> ChangeReport;
+
+    /// The problems of the last reconcile, whoever ran it (an event's or the periodic check's):
+    /// reported again by a reconcile that leaves an unchanged set to the periodic check, so
+    /// that an entry not applied stays in the report (and `status`) until it is.
+    fn standing_errors(&self) -> Vec<crate::system::ObjectError> {
+        Vec::new()
+    }
 }
 
 /// Keeps FRR configuration snippets applied; returns how many were (re)applied.

@@ -388,7 +388,12 @@ impl ToolClasses {
             report.merge(self.apply_ports(desired).await);
         }
         match &self.flows {
-            Some(_) if self.flows_unchanged(desired) => {}
+            // Flows not applied stay reported until the flow check applies them.
+            Some(flows) if self.flows_unchanged(desired) => {
+                if let Some(e) = flows.standing_error() {
+                    report.error(FLOWS, "reconcile flows", e);
+                }
+            }
             Some(flows) => match flows
                 .reconcile_flows(&desired.flows, &desired.ownership.flow_cookies)
                 .await
@@ -418,7 +423,8 @@ impl ToolClasses {
         }
 
         match &self.fdb {
-            Some(_) if self.fdb_unchanged(desired) => {}
+            // Entries not applied stay reported until the periodic check applies them.
+            Some(fdb) if self.fdb_unchanged(desired) => report.errors.extend(fdb.standing_errors()),
             Some(fdb) => {
                 report.merge(fdb.reconcile_fdb(&desired.fdb_entries).await);
                 // Whatever the outcome, as for the flows: the periodic check retries.

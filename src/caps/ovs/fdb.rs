@@ -78,6 +78,8 @@ struct Memory {
 pub struct OvsFdb {
     tools: OvsTools,
     memory: tokio::sync::Mutex<Memory>,
+    /// The errors of the last reconcile ([`crate::caps::FdbReconciler::standing_errors`]).
+    last_errors: std::sync::Mutex<Vec<crate::system::ObjectError>>,
 }
 
 impl OvsFdb {
@@ -89,6 +91,7 @@ impl OvsFdb {
         Self {
             tools,
             memory: tokio::sync::Mutex::default(),
+            last_errors: std::sync::Mutex::default(),
         }
     }
 
@@ -106,6 +109,12 @@ impl OvsFdb {
     /// Makes the static entries equal to `desired` (adding missing ones, deleting ones this
     /// process added that are no longer desired). Problems are errors of class `CLASS`.
     pub async fn reconcile(&self, desired: &BTreeSet<FdbEntrySpec>) -> ChangeReport {
+        let report = self.reconcile_once(desired).await;
+        *self.last_errors.lock().unwrap_or_else(|e| e.into_inner()) = report.errors.clone();
+        report
+    }
+
+    async fn reconcile_once(&self, desired: &BTreeSet<FdbEntrySpec>) -> ChangeReport {
         let mut memory = self.memory.lock().await;
         memory.last = Some(desired.clone());
         let mut report = ChangeReport::default();
@@ -275,6 +284,13 @@ impl OvsFdb {
 impl crate::caps::FdbReconciler for OvsFdb {
     async fn reconcile_fdb(&self, desired: &BTreeSet<FdbEntrySpec>) -> ChangeReport {
         self.reconcile(desired).await
+    }
+
+    fn standing_errors(&self) -> Vec<crate::system::ObjectError> {
+        self.last_errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 

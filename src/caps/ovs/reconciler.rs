@@ -100,6 +100,8 @@ struct State {
 pub struct OvsFlows {
     tools: OvsTools,
     state: Mutex<State>,
+    /// The problems of the last reconcile, whoever ran it ([`FlowReconciler::standing_error`]).
+    standing: std::sync::Mutex<Option<String>>,
     /// Other OVS classes the periodic check repairs alongside the flows.
     drift_checks: Vec<Arc<dyn DriftCheck>>,
 }
@@ -109,6 +111,7 @@ impl OvsFlows {
         Self {
             tools: OvsTools::new(options),
             state: Mutex::new(State::default()),
+            standing: std::sync::Mutex::new(None),
             drift_checks: Vec::new(),
         }
     }
@@ -154,6 +157,17 @@ impl OvsFlows {
 
     /// Makes the flows with `owned_cookies` on the concerned bridges equal to `desired`.
     pub async fn reconcile(
+        &self,
+        desired: &BTreeSet<PortFlowSpec>,
+        owned_cookies: &BTreeSet<u64>,
+    ) -> FlowReport {
+        let report = self.reconcile_once(desired, owned_cookies).await;
+        *self.standing.lock().unwrap_or_else(|e| e.into_inner()) =
+            (!report.is_complete()).then(|| report.problems());
+        report
+    }
+
+    async fn reconcile_once(
         &self,
         desired: &BTreeSet<PortFlowSpec>,
         owned_cookies: &BTreeSet<u64>,
@@ -525,5 +539,12 @@ impl FlowReconciler for OvsFlows {
                 ),
             }))
         }
+    }
+
+    fn standing_error(&self) -> Option<String> {
+        self.standing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
