@@ -55,6 +55,13 @@ fn overrides(nb_remote: &str) -> String {
     )
 }
 
+/// The agent's `reconciled` log lines that contain `with`.
+fn reconciled_lines(log: &str, with: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("reconciled") && l.contains(with))
+        .count()
+}
+
 /// `ovn-nbctl --db=<remote> ARGS…` against the local cluster.
 fn local_nbctl(remote: &str, args: &[&str]) -> String {
     let out = Command::new("ovn-nbctl")
@@ -471,11 +478,7 @@ fn the_ovn_method_wires_the_local_cluster_and_keeps_its_rows() {
 
     // The steady state writes nothing to the local NB (values in the server's canonical form,
     // no row collected and re-inserted), though the FRR repair re-applies every 2 s.
-    let nb_writes = |log: &str| {
-        log.lines()
-            .filter(|l| l.contains("reconciled") && l.contains("\"local_nb\""))
-            .count()
-    };
+    let nb_writes = |log: &str| reconciled_lines(log, "\"local_nb\"");
     let writes_before = nb_writes(&agent.log());
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!(
@@ -555,11 +558,7 @@ fn the_ovn_method_wires_the_local_cluster_and_keeps_its_rows() {
     // agent's own transactions (the binding deleted, then added back) come back to it as
     // changes of the local NB: they wake no reconcile of their own (`backend change`), only
     // edits of its rows by others do.
-    let backend_wakes = |log: &str| {
-        log.lines()
-            .filter(|l| l.contains("reconciled") && l.contains("reason=\"backend change\""))
-            .count()
-    };
+    let backend_wakes = |log: &str| reconciled_lines(log, "reason=\"backend change\"");
     std::thread::sleep(Duration::from_secs(1)); // the repairs' wakes are over
     let wakes_before = backend_wakes(&agent.log());
     let vm_port = lab.env("VM_PROVIDER_PORT_ID").to_owned();

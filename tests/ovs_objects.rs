@@ -577,22 +577,25 @@ async fn an_ovs_without_static_fdb_support_is_a_clear_error() {
     assert!(static_entries(&node, "br-ex").is_empty());
 }
 
-/// As the agent wires it (tool classes in the background, the periodic OVS check running): an
-/// OVS port set equal to the last one applied is not read again on every reconcile (an
-/// `ovs-vsctl` per OVSDB event on an EVPN gateway), and a port deleted by hand comes back with
-/// the periodic check, which re-runs the ports' last reconcile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unchanged_ports_are_left_to_the_periodic_check() {
+/// The OVS classes as the agent wires them (`Caps::for_agent`): flows, FDB entries and (with
+/// `ports`) OVS ports through a composite reconciler on the node's netns, tool classes in the
+/// background, unchanged sets left to the periodic check, which re-runs the ports' and FDB
+/// entries' last reconcile beside the flows'.
+fn wired_as_the_agent(
+    node: &OvsNode,
+    opts: OvsOptions,
+    ports: bool,
+) -> (
+    Arc<OvsFlows>,
+    ovn_bgp_agent::caps::reconcile::CompositeReconciler,
+) {
     use ovn_bgp_agent::caps::{FdbReconciler, FlowReconciler, OvsPortReconciler};
-    let node = OvsNode::start(&unique_tag());
-    node.provider_bridges();
-    let (opts, log) = logged_vsctl(&node);
-    let ports = Arc::new(OvsPorts::new(opts.clone()));
+    let ports = ports.then(|| Arc::new(OvsPorts::new(opts.clone())));
     let fdb = Arc::new(OvsFdb::new(opts.clone()));
-    let flows = Arc::new(OvsFlows::new(opts).with_drift_checks(vec![
-        ports.clone() as Arc<dyn DriftCheck>,
-        fdb.clone() as Arc<dyn DriftCheck>,
-    ]));
+    let mut checks: Vec<Arc<dyn DriftCheck>> = Vec::new();
+    checks.extend(ports.iter().map(|p| p.clone() as Arc<dyn DriftCheck>));
+    checks.push(fdb.clone());
+    let flows = Arc::new(OvsFlows::new(opts).with_drift_checks(checks));
     let mut config = ovn_bgp_agent::config::AgentConfig::default();
     config.linux.netns = Some(node.netns.name.clone());
     let reconciler = ovn_bgp_agent::caps::reconcile::CompositeReconciler::new(
@@ -601,11 +604,24 @@ async fn unchanged_ports_are_left_to_the_periodic_check() {
         None,
     )
     .with_ovs_ports_and_fdb(
-        Some(ports as Arc<dyn OvsPortReconciler>),
+        ports.map(|p| p as Arc<dyn OvsPortReconciler>),
         Some(fdb as Arc<dyn FdbReconciler>),
     )
     .with_flow_check_running()
     .with_background_tools(ovn_bgp_agent::caps::reconcile::AGENT_TOOL_WAIT);
+    (flows, reconciler)
+}
+
+/// As the agent wires it (tool classes in the background, the periodic OVS check running): an
+/// OVS port set equal to the last one applied is not read again on every reconcile (an
+/// `ovs-vsctl` per OVSDB event on an EVPN gateway), and a port deleted by hand comes back with
+/// the periodic check, which re-runs the ports' last reconcile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_ports_are_left_to_the_periodic_check() {
+    let node = OvsNode::start(&unique_tag());
+    node.provider_bridges();
+    let (opts, log) = logged_vsctl(&node);
+    let (flows, reconciler) = wired_as_the_agent(&node, opts, true);
     let port_reads = || {
         invocations(&log)
             .iter()
@@ -658,7 +674,6 @@ async fn unchanged_ports_are_left_to_the_periodic_check() {
 /// at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_fdb_entries_are_left_to_the_periodic_check() {
-    use ovn_bgp_agent::caps::{FdbReconciler, FlowReconciler};
     let node = OvsNode::start(&unique_tag());
     node.provider_bridges();
     // ovs-appctl is looked up next to ovs-vsctl: both wrapped, the appctl runs logged.
@@ -678,19 +693,7 @@ async fn unchanged_fdb_entries_are_left_to_the_periodic_check() {
     );
     let mut opts = options(&node);
     opts.vsctl_path = tools.join("ovs-vsctl");
-    let fdb = Arc::new(OvsFdb::new(opts.clone()));
-    let flows =
-        Arc::new(OvsFlows::new(opts).with_drift_checks(vec![fdb.clone() as Arc<dyn DriftCheck>]));
-    let mut config = ovn_bgp_agent::config::AgentConfig::default();
-    config.linux.netns = Some(node.netns.name.clone());
-    let reconciler = ovn_bgp_agent::caps::reconcile::CompositeReconciler::new(
-        Arc::new(ovn_bgp_agent::caps::netlink::NetlinkReconciler::from_config(&config.linux)),
-        Some(flows.clone() as Arc<dyn FlowReconciler>),
-        None,
-    )
-    .with_ovs_ports_and_fdb(None, Some(fdb as Arc<dyn FdbReconciler>))
-    .with_flow_check_running()
-    .with_background_tools(ovn_bgp_agent::caps::reconcile::AGENT_TOOL_WAIT);
+    let (flows, reconciler) = wired_as_the_agent(&node, opts, false);
     let fdb_runs = || {
         invocations(&log)
             .iter()

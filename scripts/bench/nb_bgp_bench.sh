@@ -80,15 +80,7 @@ if [ "${BENCH_UPSTREAM:-0}" = 1 ]; then
     if [ "${BENCH_UPSTREAM_ONLY:-0}" = 1 ]; then upstream_args+=(--skip-ours); fi
 fi
 
-if [ -n "${BENCH_AGENT:-}" ]; then
-    # Another build of the agent (an A/B against an earlier commit), measured by this script.
-    agent=$(realpath "$BENCH_AGENT")
-    echo "==> the agent: $agent (BENCH_AGENT, not built here)"
-else
-    echo "==> building the agent (release)"
-    cargo build --release --quiet --bin ovn-bgp-agent
-    agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
-fi
+. scripts/bench/agent.sh
 
 echo "==> bringing up the lab in $LAB_DIR (netns ${LAB_NS_PREFIX}*)"
 scripts/lab/up.sh >/dev/null

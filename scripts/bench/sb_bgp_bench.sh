@@ -33,15 +33,7 @@ out=${BENCH_OUT:-$(dirname "$LAB_DIR")/sb-bgp-bench-$(date -u +%Y%m%dT%H%M%SZ).j
 [ "$(id -u)" = 0 ] || { echo "run as root (the lab creates network namespaces)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required (standard library only)" >&2; exit 1; }
 
-if [ -n "${BENCH_AGENT:-}" ]; then
-    # Another build of the agent (an A/B against an earlier commit), measured by this script.
-    agent=$(realpath "$BENCH_AGENT")
-    echo "==> the agent: $agent (BENCH_AGENT, not built here)"
-else
-    echo "==> building the agent (release)"
-    cargo build --release --quiet --bin ovn-bgp-agent
-    agent=${CARGO_TARGET_DIR:-$PWD/target}/release/ovn-bgp-agent
-fi
+. scripts/bench/agent.sh
 
 echo "==> bringing up the lab in $LAB_DIR (netns ${LAB_NS_PREFIX}*)"
 scripts/lab/up.sh >/dev/null

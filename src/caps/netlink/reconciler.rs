@@ -860,20 +860,15 @@ impl NetlinkReconciler {
         if theirs.len() <= HOST_DEVICE_DUMPS_MAX {
             return self.dump_addresses_of(&s.conn, &theirs).await;
         }
-        let mut out = Vec::new();
-        for (family, what) in [
-            (AddressFamily::Inet, "ipv4 addresses"),
-            (AddressFamily::Inet6, "ipv6 addresses"),
-        ] {
-            let r = s.conn.dump(what, addresses::dump_request(family)).await;
-            self.forget_session_if_closed(&r);
-            out.extend(r?.iter().filter_map(addresses::parse).filter_map(|a| {
+        let every = self.dump_addresses(&s.conn, 0).await?;
+        Ok(every
+            .into_iter()
+            .filter_map(|a| {
                 let dev = links.names.get(&a.index).cloned().unwrap_or_default();
                 let agents = links.by_name.get(&dev).is_some_and(|l| l.marked());
                 (!agents).then_some((dev, a.addr))
-            }));
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     /// The addresses of the named devices only (both families), each device's dumped by its
@@ -895,8 +890,7 @@ impl NetlinkReconciler {
         self.dump_addresses_of(&s.conn, &found).await
     }
 
-    /// The addresses of each device (index, name), in one dump per device and family (the
-    /// session's socket has strict checking: the kernel walks that device's addresses alone).
+    /// The addresses of each device (index, name), in one dump per device and family.
     async fn dump_addresses_of(
         &self,
         conn: &NetlinkConn,
@@ -904,22 +898,34 @@ impl NetlinkReconciler {
     ) -> Result<Vec<(String, ipnet::IpNet)>, NetlinkError> {
         let mut out = Vec::new();
         for &(index, dev) in devices {
-            for (family, what) in [
-                (AddressFamily::Inet, "ipv4 addresses of one device"),
-                (AddressFamily::Inet6, "ipv6 addresses of one device"),
-            ] {
-                let r = conn
-                    .dump(what, addresses::dump_request_of(family, index))
-                    .await;
-                self.forget_session_if_closed(&r);
-                out.extend(
-                    r?.iter()
-                        .filter_map(addresses::parse)
-                        // A kernel without the filter answers with every device's.
-                        .filter(|a| a.index == index)
-                        .map(|a| (dev.to_owned(), a.addr)),
-                );
-            }
+            let found = self.dump_addresses(conn, index).await?;
+            out.extend(found.into_iter().map(|a| (dev.to_owned(), a.addr)));
+        }
+        Ok(out)
+    }
+
+    /// The addresses of device `index` (0: of every device), both families. The session's
+    /// socket has strict checking: for one device the kernel walks its addresses alone.
+    async fn dump_addresses(
+        &self,
+        conn: &NetlinkConn,
+        index: u32,
+    ) -> Result<Vec<addresses::ObservedAddress>, NetlinkError> {
+        let mut out = Vec::new();
+        for (family, what) in [
+            (AddressFamily::Inet, "ipv4 addresses"),
+            (AddressFamily::Inet6, "ipv6 addresses"),
+        ] {
+            let r = conn
+                .dump(what, addresses::dump_request_of(family, index))
+                .await;
+            self.forget_session_if_closed(&r);
+            out.extend(
+                r?.iter()
+                    .filter_map(addresses::parse)
+                    // A kernel without the filter answers with every device's.
+                    .filter(|a| index == 0 || a.index == index),
+            );
         }
         Ok(out)
     }
