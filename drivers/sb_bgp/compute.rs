@@ -19,9 +19,10 @@ use crate::hash::HashMap;
 
 use ipnet::IpNet;
 
+use super::fips::FipEntry;
 use super::model::{
     LoadBalancer, ModelKey, PortBinding, RecordedLookups, SbModel, Uuid, lb_vip_name,
-    parse_nat_entry, parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
+    parse_neutron_cidrs, parse_port_addresses, vm_port_ips,
 };
 use crate::exposure::{
     ExposedIp, ExposedSubnet, ExposureKind, ExposureSet, IpLayout, ProviderNetwork, RootKey,
@@ -68,6 +69,9 @@ struct RootResult {
     /// Every lookup made, with its generation then.
     read: ReadSet<ModelKey>,
     produced: Produced,
+    /// The `nat_addresses` entries it exposed, parsed, with their FIPs (the root's last IPs):
+    /// the next computation of the root keeps what their next versions share with them.
+    fips: Vec<FipEntry>,
     /// Tells this result from the one that replaces it ([`IpLayout`]).
     version: u64,
 }
@@ -150,15 +154,18 @@ impl ExposureCache {
                         continue;
                     };
                     stats.recomputed += 1;
+                    let mut old = self.roots.remove(&port.uuid);
                     let mut root = Root {
                         lookups: RecordedLookups::new(model),
                         mappings: &mappings,
                         tenant,
                         produced: Produced::default(),
+                        last_fips: old.as_mut().map(|o| std::mem::take(&mut o.fips)),
+                        fips: Vec::new(),
                     };
                     root.expose_local_port(port);
                     let result = root.finish();
-                    if let Some(old) = self.roots.remove(&port.uuid) {
+                    if let Some(old) = old {
                         self.readers.remove(&port.uuid, &old.read);
                     }
                     self.readers.add(&port.uuid, &result.read);
@@ -183,7 +190,10 @@ impl ExposureCache {
             let root = &roots[order.uuid];
             subnets.extend(&root.produced.subnets);
             skips.extend(&root.produced.skips);
-            let ips = root.produced.ips.iter().map(|ip| (ScopeId::Global, ip));
+            // A root's FIPs come last (see `Root::expose_ip`), kept in their entries.
+            let fips = root.fips.iter().flat_map(FipEntry::ips);
+            let ips = root.produced.ips.iter().chain(fips);
+            let ips = ips.map(|ip| (ScopeId::Global, ip));
             (*order, root.version, ips)
         });
         self.layout.lay(laid, &mut out);
@@ -215,6 +225,9 @@ struct Root<'a> {
     mappings: &'a BridgeMappings,
     tenant: &'a TenantOptions,
     produced: Produced,
+    /// The root's FIP entries as last computed, taken as their next versions are parsed.
+    last_fips: Option<Vec<FipEntry>>,
+    fips: Vec<FipEntry>,
 }
 
 impl<'a> Root<'a> {
@@ -222,6 +235,7 @@ impl<'a> Root<'a> {
         RootResult {
             read: self.lookups.finish(),
             produced: self.produced,
+            fips: self.fips,
             version: next_version(),
         }
     }
@@ -260,7 +274,10 @@ impl<'a> Root<'a> {
         self.lookups.model().load_balancers_named(name).collect()
     }
 
+    /// The root's IPs but its FIPs, which come after them all ([`Self::expose_local_port`]
+    /// ends with them) and stay in their parsed entries.
     fn expose_ip(&mut self, ip: ExposedIp) {
+        debug_assert!(self.fips.is_empty(), "an IP exposed after the root's FIPs");
         self.produced.ips.push(ip.into());
     }
 
@@ -290,6 +307,7 @@ impl<'a> Root<'a> {
             "chassisredirect" => self.expose_gateway_port(port),
             _ => {}
         }
+        // Last: a root's FIPs stay in their parsed entries, after its other IPs.
         self.expose_fips_resident_on(port);
     }
 
@@ -347,31 +365,30 @@ impl<'a> Root<'a> {
             let Some(provider) = self.provider_of(&patch.datapath) else {
                 continue;
             };
-            // One allocation of the source for all of the port's FIPs (a router's thousands are
-            // made again whenever one of them changes).
-            let source: std::sync::Arc<str> = patch.logical_port.as_str().into();
             for raw in &patch.nat_addresses {
-                let entry = match parse_nat_entry(raw) {
+                // The entry's last version: the same port's entry with the same MAC.
+                let mac = raw.split_whitespace().next();
+                let last = self.last_fips.as_mut().and_then(|last| {
+                    let i = last.iter().position(|f| {
+                        **f.source() == *patch.logical_port && Some(f.mac()) == mac
+                    })?;
+                    Some(last.swap_remove(i))
+                });
+                let parsed = match last {
+                    Some(last) => last.reparse(raw, &provider),
+                    None => FipEntry::parse(raw, patch.logical_port.as_str().into(), &provider),
+                };
+                let entry = match parsed {
                     Ok(e) => e,
                     Err(e) => {
                         self.skip(patch, format!("nat_addresses: {e}"));
                         continue;
                     }
                 };
-                if entry.resident_port.as_deref() != Some(port.logical_port.as_str()) {
+                if entry.resident() != Some(port.logical_port.as_str()) {
                     continue;
                 }
-                for ip in entry.ips {
-                    self.expose_ip(ExposedIp {
-                        ip,
-                        kind: ExposureKind::FloatingIp,
-                        source: source.clone(),
-                        provider: Some(provider.clone()),
-                        lladdr: None,
-                        ndp_proxy: BTreeSet::new(),
-                        via: None,
-                    });
-                }
+                self.fips.push(entry);
             }
         }
     }

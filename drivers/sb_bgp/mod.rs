@@ -9,6 +9,7 @@
 pub mod compute;
 pub(crate) mod explain;
 pub mod feed;
+mod fips;
 pub mod live;
 pub mod model;
 pub mod replay;

@@ -640,22 +640,13 @@ def measure(lab, w, agent, args, counts, smb=None):
             wait_idle(agent, w, quiet=args.gap)
             t_send = time.time()
             req = w.sb.transact_async([lab.bind_op(i, uuid, bound)])
-            if bound:
-                w.wait(lambda: ip in w.present and w.added.get(ip, 0) >= t_send, args.timeout,
-                       f"address {ip}")
-                t_ev = w.added[ip]
-                if smb:
-                    w.wait(lambda: ip in smb.present and smb.added.get(ip, 0) >= t_send,
-                           args.timeout, f"Static_MAC_Binding of {ip}")
-                    lat_smb.append(smb.added[ip] - t_send)
-            else:
-                w.wait(lambda: ip not in w.present and w.removed.get(ip, 0) >= t_send,
-                       args.timeout, f"removal of {ip}")
-                t_ev = w.removed[ip]
-                if smb:
-                    w.wait(lambda: ip not in smb.present and smb.removed.get(ip, 0) >= t_send,
-                           args.timeout, f"deletion of the Static_MAC_Binding of {ip}")
-                    lat_smb.append(smb.removed[ip] - t_send)
+            t_ev = w.wait_ip(ip, bound, t_send, args.timeout,
+                             f"address {ip}" if bound else f"removal of {ip}")
+            if smb:
+                t_smb = w.wait_ip(ip, bound, t_send, args.timeout,
+                                  f"Static_MAC_Binding of {ip}" if bound
+                                  else f"deletion of the Static_MAC_Binding of {ip}", of=smb)
+                lat_smb.append(t_smb - t_send)
             t_reply, _ = w.reply(req)
             t_rec = wait_reconciled(agent, w, t_send)
             lat.append(t_ev - t_send)
@@ -1006,14 +997,9 @@ def measure_upstream(lab, w, up, args):
                 t_send = time.time()
                 req = w.sb.transact_async([lab.bind_op(i, uuid, bound)])
                 try:
-                    if bound:
-                        w.wait(lambda: ip in w.present and w.added.get(ip, 0) >= t_send,
-                               args.upstream_event_timeout, f"upstream address {ip}")
-                        t_ev = w.added[ip]
-                    else:
-                        w.wait(lambda: ip not in w.present and w.removed.get(ip, 0) >= t_send,
-                               args.upstream_event_timeout, f"upstream removal of {ip}")
-                        t_ev = w.removed[ip]
+                    t_ev = w.wait_ip(ip, bound, t_send, args.upstream_event_timeout,
+                                     f"upstream address {ip}" if bound
+                                     else f"upstream removal of {ip}")
                 except TimeoutError:
                     w.reply(req)
                     return {"from_send": summary(lat) if lat else None, "done": len(lat),

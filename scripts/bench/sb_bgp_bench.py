@@ -22,6 +22,12 @@ then for each B (increasing) routers are added whose gateway port is bound to th
 with 500 centralized FIPs and a tenant subnet of 500 VMs (written into the SB like the bulk), so
 this chassis exposes B more addresses; the same measurements run at each B.
 
+--fips-per-router F (with --busy, default 500): each busy router's centralized FIPs; with F =
+30000, --busy 30000 is one router of 30k FIPs and its 500 tenant VMs. Then a FIP is added to
+router 0 and taken out again, event after event (its patch port's `nat_addresses` entry, which
+lists them all, written whole, as northd does), timed to the FIP's address on bgp-nic and to its
+removal: what a router with thousands of FIPs costs per FIP change.
+
 --evpn (with --busy): the same busy gateway for the EVPN driver (ovn_evpn_driver, its own `vrf`
 realisation, stand-in VRFs where the kernel has none): each busy router's gateway and tenant
 subnet carry `neutron_bgpvpn:vni` (1000 + k) and `:as`, so each router is a VRF `vrf-<vni>` whose
@@ -71,7 +77,6 @@ BULK_TUNNEL_KEY_BASE = 100000
 # subnets are 10.200.(4k).0/22 (the bulk is in 10.0-1.x.y; the lab uses 100.64.0.0/16).
 BUSY_FIPS_PER_ROUTER = 500
 BUSY_VMS_PER_ROUTER = 500
-BUSY_PER_ROUTER = BUSY_FIPS_PER_ROUTER + BUSY_VMS_PER_ROUTER
 BUSY_MAX_ROUTERS = 64
 BUSY_TUNNEL_KEY_BASE = 200000
 BUSY_PROVIDER = "bench-busy-provider"
@@ -300,6 +305,16 @@ class Watcher:
                         self.present.discard(addr)
                         self.removed[addr] = now
 
+    def wait_ip(self, ip, present, since, timeout, what, of=None):
+        """Until `ip` was added (present) or removed since `since`, as `of` (this watcher's
+        addresses, or another tracker of `present`/`added`/`removed`) saw it; returns when."""
+        of = of or self
+        if present:
+            self.wait(lambda: ip in of.present and of.added.get(ip, 0) >= since, timeout, what)
+            return of.added[ip]
+        self.wait(lambda: ip not in of.present and of.removed.get(ip, 0) >= since, timeout, what)
+        return of.removed[ip]
+
     def wait(self, pred, timeout, what):
         deadline = time.time() + timeout
         while not pred():
@@ -431,6 +446,11 @@ def busy_fip(i):
     return f"198.19.{i // 250}.{i % 250 + 1}"
 
 
+def fip_event_ip(i):
+    # The FIPs added by the FIP events: 198.18.128.0/17 (the measured ports are at its start).
+    return f"198.18.{128 + i // 250}.{i % 250 + 1}"
+
+
 def bulk_ip(i):
     return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
 
@@ -455,6 +475,10 @@ class Lab:
         self.busy_routers = 0
         self.busy_ips = []  # every address the busy routers expose here (FIPs, tenant VMs)
         self.busy_provider = None  # the JSON reference to the busy provider datapath
+        self.fips_per_router = BUSY_FIPS_PER_ROUTER
+        # Router 0's provider patch port: its SB uuid, and the parts of its `nat_addresses`
+        # entry (MAC and gateway IP, FIPs, residence clause), for the FIP events.
+        self.fip_router = None
 
     def nb_transact(self, ops, what):
         return transact_once(self.nb_path, "OVN_Northbound", ops, what)
@@ -610,7 +634,8 @@ class Lab:
             ], what="insert the busy provider network")
             self.busy_provider = uuid_ref(res[0]["uuid"][1])
         # EVPN exposes a router's tenant VMs, not its FIPs.
-        per_router = BUSY_VMS_PER_ROUTER if self.evpn else BUSY_PER_ROUTER
+        per_router = BUSY_VMS_PER_ROUTER if self.evpn else \
+            self.fips_per_router + BUSY_VMS_PER_ROUTER
         while self.busy_routers * per_router < target:
             k = self.busy_routers
             if k >= BUSY_MAX_ROUTERS:
@@ -618,6 +643,8 @@ class Lab:
             ops, measured = self.busy_router_ops(k)
             res = self.w.transact(ops, what=f"insert busy router {k}")
             self.ports += [(name, ip, res[i]["uuid"][1]) for i, name, ip in measured]
+            if self.fip_router is not None and self.fip_router["uuid"] is None:
+                self.fip_router["uuid"] = res[self.fip_router["op"]]["uuid"][1]
             self.busy_routers += 1
         log(f"busy exposures now {len(self.busy_ips)} on {self.busy_routers} routers "
             f"(+{time.time() - t0:.1f} s)")
@@ -627,7 +654,8 @@ class Lab:
         sub = f"bench-subnet-{k:03d}"
         gw_mac, sub_mac = mac_of(0xb2, k), mac_of(0xb3, k)
         gw_ip = f"198.19.255.{k + 1}"
-        fips = [busy_fip(k * BUSY_FIPS_PER_ROUTER + j) for j in range(BUSY_FIPS_PER_ROUTER)]
+        per = self.fips_per_router
+        fips = [busy_fip(k * per + j) for j in range(per)]
         vms = [f"10.200.{4 * k + j // 250}.{j % 250 + 1}" for j in range(BUSY_VMS_PER_ROUTER)]
         router_dp, subnet_dp = ["named-uuid", "rdp"], ["named-uuid", "sdp"]
         base = BUSY_TUNNEL_KEY_BASE + 1 + 2 * k
@@ -640,6 +668,9 @@ class Lab:
         vpn = {"external_ids": omap({"neutron_bgpvpn:vni": str(EVPN_VNI_BASE + k),
                                      "neutron_bgpvpn:as": str(EVPN_AS)})} if self.evpn else {}
 
+        head, tail = f"{gw_mac} {gw_ip}", f"is_chassis_resident(\"cr-lrp-{gw}\")"
+        if k == 0 and not self.evpn:
+            self.fip_router = {"uuid": None, "op": 2, "head": head, "fips": fips, "tail": tail}
         ops = [
             {"op": "insert", "table": "Datapath_Binding", "uuid-name": "rdp",
              "row": {"tunnel_key": base, "external_ids": omap({"name": f"router-{gw}"})}},
@@ -649,8 +680,7 @@ class Lab:
                 **vpn,
                 "type": "patch", "mac": set_of(["router"]),
                 "options": omap({"peer": f"lrp-{gw}"}),
-                "nat_addresses": set_of([
-                    f"{gw_mac} {gw_ip} {' '.join(fips)} is_chassis_resident(\"cr-lrp-{gw}\")"]),
+                "nat_addresses": set_of([f"{head} {' '.join(fips)} {tail}"]),
             }),
             pb(f"lrp-{gw}", router_dp, 1, {
                 "type": "patch", "mac": set_of([f"{gw_mac} {gw_ip}/16"]),
@@ -692,6 +722,17 @@ class Lab:
                 }))
         self.busy_ips += vms if self.evpn else fips + vms
         return ops, measured
+
+    def fip_router_op(self, extra=None):
+        """Router 0's `nat_addresses` entry written whole, with `extra` put in the middle of
+        its FIPs."""
+        r = self.fip_router
+        fips = list(r["fips"])
+        if extra:
+            fips.insert(len(fips) // 2, extra)
+        return {"op": "update", "table": "Port_Binding",
+                "where": [["_uuid", "==", uuid_ref(r["uuid"])]],
+                "row": {"nat_addresses": set_of([f"{r['head']} {' '.join(fips)} {r['tail']}"])}}
 
     def bind_op(self, uuid, bound):
         row = ({"chassis": uuid_ref(self.chassis_uuid), "up": True} if bound
@@ -923,14 +964,8 @@ def measure(lab, w, agent, args, n_total):
             wait_idle(agent, w, quiet=args.gap)
             t_send = time.time()
             rid = w.sb.transact_async([lab.bind_op(uuid, bound)])
-            if bound:
-                w.wait(lambda: ip in w.present and w.added.get(ip, 0) >= t_send, args.timeout,
-                       f"address {ip}")
-                t_ev = w.added[ip]
-            else:
-                w.wait(lambda: ip not in w.present and w.removed.get(ip, 0) >= t_send,
-                       args.timeout, f"removal of {ip}")
-                t_ev = w.removed[ip]
+            t_ev = w.wait_ip(ip, bound, t_send, args.timeout,
+                             f"address {ip}" if bound else f"removal of {ip}")
             t_reply, _ = w.reply(rid)
             t_rec = wait_reconciled(agent, w, t_send)
             lat.append(t_ev - t_send)
@@ -958,6 +993,34 @@ def measure(lab, w, agent, args, n_total):
     log(f"bind: {res['bind']['from_send']}")
     res["unbind"] = one_by_one(events, False)
     log(f"unbind: {res['unbind']['from_send']}")
+
+    # ---- a FIP added to router 0 and taken out again -----------------------------------------
+    if lab.fip_router and args.fip_events > 0:
+        add, remove, rtt = [], [], []
+        cpu0 = agent.cpu_seconds()
+        rec0 = metric_reconciles(lab.env)
+        for i in range(args.fip_events):
+            ip = fip_event_ip(i)
+            for extra, lat in ((ip, add), (None, remove)):
+                wait_idle(agent, w, quiet=args.gap)
+                t_send = time.time()
+                rid = w.sb.transact_async([lab.fip_router_op(extra)])
+                t_ev = w.wait_ip(ip, bool(extra), t_send, args.timeout,
+                                 f"FIP {ip}" if extra else f"removal of FIP {ip}")
+                lat.append(t_ev - t_send)
+                rtt.append(w.reply(rid)[0] - t_send)
+        cpu1 = agent.cpu_seconds()
+        n = 2 * args.fip_events
+        res["fip_event"] = {
+            "fips_of_the_router": len(lab.fip_router["fips"]),
+            "add": summary(add),
+            "remove": summary(remove),
+            "transact_rtt": summary(rtt),
+            "reconciles_by_trigger": reconcile_delta(rec0, metric_reconciles(lab.env)),
+            "agent_cpu_ms_per_event": round((cpu1[0] - cpu0[0]) * 1000 / n, 2),
+            "agent_user_cpu_ms_per_event": round((cpu1[2] - cpu0[2]) * 1000 / n, 2),
+        }
+        log(f"FIP events: {res['fip_event']}")
 
     # ---- bursts -----------------------------------------------------------------------------
     def burst_run(ports, bound, single_txn):
@@ -1154,6 +1217,10 @@ def main():
     ap.add_argument("--busy", default="",
                     help="busy gateway: exposures on this chassis (FIPs + tenant VMs), comma "
                          "separated, increasing; the bulk is loaded once, to the last of --sizes")
+    ap.add_argument("--fips-per-router", type=int, default=BUSY_FIPS_PER_ROUTER,
+                    help="with --busy: centralized FIPs of each busy router (see above)")
+    ap.add_argument("--fip-events", type=int, default=50,
+                    help="with --busy: FIPs added to router 0 and taken out again (0: none)")
     ap.add_argument("--evpn", action="store_true",
                     help="with --busy: the EVPN driver on busy routers with a VNI each (see above)")
     ap.add_argument("--full-reconciles", type=int, default=5,
@@ -1180,6 +1247,7 @@ def main():
     if args.evpn and measured > 500:
         ap.error("--evpn: at most 500 measured ports (cold start + events + burst)")
     lab = Lab(env, env["NB_SOCK"], w, evpn=args.evpn, measured=measured)
+    lab.fips_per_router = args.fips_per_router
     conf = env["AGENT_CONF"]
     if args.evpn:
         conf = evpn_conf(env, args.lab_dir)
@@ -1318,7 +1386,18 @@ def markdown(results):
          lambda r: f"{r['cold_start']['exec_to_sb_replica_ready_ms']}"),
         ("Port_Binding rows in the agent's replica at start",
          lambda r: f"{r['cold_start']['replica_port_bindings']}"),
-    ] + event_rows("SB")
+    ] + event_rows("SB") + [
+        ("FIPs of router 0; one added to it / taken out: → address p50 / p99 (ms)",
+         lambda r: f"{r['fip_event']['fips_of_the_router']}; "
+                   f"{r['fip_event']['add']['p50_ms']} / {r['fip_event']['add']['p99_ms']}, "
+                   f"{r['fip_event']['remove']['p50_ms']} / {r['fip_event']['remove']['p99_ms']}"),
+        ("agent CPU per FIP event: all / user mode (ms); SB transact p50 (ms)",
+         lambda r: f"{r['fip_event']['agent_cpu_ms_per_event']} / "
+                   f"{r['fip_event']['agent_user_cpu_ms_per_event']}; "
+                   f"{r['fip_event']['transact_rtt']['p50_ms']}"),
+        ("reconcile per FIP event (`change` trigger), mean (ms)",
+         lambda r: f"{r['fip_event']['reconciles_by_trigger']['change']['mean_ms']}"),
+    ]
     runs = results["runs"]
     busy = any(r.get("busy_exposures") for r in runs)
     if results.get("params", {}).get("evpn"):

@@ -10,10 +10,13 @@
 #                      # busy gateway (issue 17): N loaded once, then 1k, 10k, 30k exposures here
 #   sudo BENCH_SIZES=100000 scripts/bench/sb_bgp_bench.sh --busy 1000,10000,30000 --evpn
 #                      # the same with the EVPN driver: tenant VMs on lo-<vni>, a VRF per router
+#   sudo BENCH_SIZES=100000 BENCH_FIPS_PER_ROUTER=30000 scripts/bench/sb_bgp_bench.sh --busy 30000
+#                      # one router of 30k FIPs here: a FIP added to it and taken out, per event
 #
 # Environment: BENCH_SIZES, BENCH_EVENTS (200), BENCH_BURST (50), BENCH_COLD_PORTS (100),
 # BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
-# BENCH_SETTLE (0: seconds to wait after a cold start, besides the wait for the agent's tool chains),
+# BENCH_FIPS_PER_ROUTER (500: each busy router's centralized FIPs), BENCH_FIP_EVENTS (50: FIPs
+# added to busy router 0 and taken out again, each timed), BENCH_SETTLE (0: seconds to wait after a cold start, besides the wait for the agent's tool chains),
 # BENCH_OUT (JSON results, default $LAB_DIR/../sb-bgp-bench-<time>.json), CARGO_TARGET_DIR
 # (where the release build goes: a profiling build, e.g. with frame pointers, apart), BENCH_AGENT
 # (measure that binary instead of building one: an A/B against another commit), and the lab's own
@@ -46,5 +49,6 @@ python3 scripts/bench/sb_bgp_bench.py \
     --lab-dir "$LAB_DIR" --agent "$agent" --sizes "$sizes" \
     --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
     --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
-    --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" $evpn --out "$out"
+    --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" $evpn --out "$out" \
+    --fips-per-router "${BENCH_FIPS_PER_ROUTER:-500}" --fip-events "${BENCH_FIP_EVENTS:-50}"
 echo "==> JSON results: $out"

@@ -110,28 +110,18 @@ pub fn parse_nat_entry(entry: &str) -> Result<NatEntry, String> {
     let mut tokens = entry.split_whitespace();
     let mac = tokens
         .next()
-        .ok_or_else(|| "empty nat_addresses entry".to_owned())?
-        .to_owned();
-    mac.parse::<crate::types::MacAddr>()
-        .map_err(|e| e.to_string())?;
+        .ok_or_else(|| "empty nat_addresses entry".to_owned())?;
+    let mac = match nat_token(entry, 0, mac)? {
+        NatToken::Mac(mac) => mac.to_owned(),
+        _ => unreachable!("the first token is the MAC"),
+    };
     let mut ips = Vec::new();
     let mut resident_port = None;
     for token in tokens {
-        if let Some(rest) = token.strip_prefix("is_chassis_resident(") {
-            let inner = rest
-                .strip_suffix(')')
-                .ok_or_else(|| format!("unterminated is_chassis_resident in {entry:?}"))?;
-            let name = inner.trim_matches('"');
-            if name.is_empty() || name.contains('"') {
-                return Err(format!("bad is_chassis_resident port in {entry:?}"));
-            }
-            resident_port = Some(name.to_owned());
-        } else {
-            ips.push(
-                token
-                    .parse::<IpAddr>()
-                    .map_err(|_| format!("bad IP {token:?} in nat_addresses entry"))?,
-            );
+        match nat_token(entry, 1, token)? {
+            NatToken::Ip(ip) => ips.push(ip),
+            NatToken::Resident(name) => resident_port = Some(name.to_owned()),
+            NatToken::Mac(_) => unreachable!("only the first token is the MAC"),
         }
     }
     Ok(NatEntry {
@@ -139,6 +129,65 @@ pub fn parse_nat_entry(entry: &str) -> Result<NatEntry, String> {
         ips,
         resident_port,
     })
+}
+
+/// One token of a `nat_addresses` entry, as [`nat_token`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NatToken<'a> {
+    /// The first token.
+    Mac(&'a str),
+    Ip(IpAddr),
+    /// The port of an `is_chassis_resident("<port>")` clause.
+    Resident(&'a str),
+}
+
+const RESIDENT_CLAUSE: &str = "is_chassis_resident(";
+
+/// What the token at `index` of `entry` (split at whitespace) is; `Err` names what is wrong,
+/// as [`parse_nat_entry`] reports it. Apart so that an entry can be read a part at a time
+/// (a router's entry lists its thousands of centralized FIPs, and comes whole at each change).
+pub fn nat_token<'a>(entry: &str, index: usize, token: &'a str) -> Result<NatToken<'a>, String> {
+    if index == 0 {
+        token
+            .parse::<crate::types::MacAddr>()
+            .map_err(|e| e.to_string())?;
+        return Ok(NatToken::Mac(token));
+    }
+    if token.starts_with(RESIDENT_CLAUSE) {
+        return resident_clause_port(token)
+            .map(NatToken::Resident)
+            .ok_or_else(|| match token.ends_with(')') {
+                true => format!("bad is_chassis_resident port in {entry:?}"),
+                false => format!("unterminated is_chassis_resident in {entry:?}"),
+            });
+    }
+    token
+        .parse::<IpAddr>()
+        .map(NatToken::Ip)
+        .map_err(|_| format!("bad IP {token:?} in nat_addresses entry"))
+}
+
+/// The port of an `is_chassis_resident("<port>")` token; `None` when it is malformed.
+fn resident_clause_port(token: &str) -> Option<&str> {
+    let name = token
+        .strip_prefix(RESIDENT_CLAUSE)?
+        .strip_suffix(')')?
+        .trim_matches('"');
+    (!name.is_empty() && !name.contains('"')).then_some(name)
+}
+
+/// The port a `nat_addresses` entry is resident on, read from its last `is_chassis_resident`
+/// clause without parsing its IPs (a router's entry lists its thousands of centralized FIPs and
+/// comes whole in every update of its row, which the model indexes by this). `None` without a
+/// clause or when the last one is malformed; [`parse_nat_entry`] tells what is wrong with an
+/// entry.
+pub fn nat_entry_resident(entry: &str) -> Option<&str> {
+    let mut tokens = entry.split_whitespace();
+    tokens.next()?; // the MAC
+    tokens
+        .rev()
+        .find(|t| t.starts_with(RESIDENT_CLAUSE))
+        .and_then(resident_clause_port)
 }
 
 /// The addresses in `Port_Binding.mac[0]` (or an LSP's `addresses[0]`): `"<mac> <ip>[/<len>] ..."`.
@@ -754,6 +803,42 @@ mod tests {
         assert_eq!(e.ips.len(), 2);
         assert!(parse_nat_entry("nonsense 1.2.3.4").is_err());
         assert!(parse_nat_entry("fa:16:3e:aa:bb:cc 1.2.3.400").is_err());
+    }
+
+    #[test]
+    fn nat_entry_resident_reads_the_last_clause_alone() {
+        let entry = r#"fa:16:3e:aa:bb:cc 172.24.100.20 is_chassis_resident("cr-lrp-R")"#;
+        assert_eq!(nat_entry_resident(entry), Some("cr-lrp-R"));
+        // The same answer as the full parse, for the entries it accepts...
+        for entry in [
+            entry,
+            "fa:16:3e:aa:bb:cc 1.2.3.4",
+            "fa:16:3e:aa:bb:cc",
+            r#"fa:16:3e:aa:bb:cc is_chassis_resident("a") 1.2.3.4 is_chassis_resident("b")"#,
+            "\tfa:16:3e:aa:bb:cc\t10.0.0.1\tis_chassis_resident(\"x\")\n",
+        ] {
+            assert_eq!(
+                nat_entry_resident(entry),
+                parse_nat_entry(entry).unwrap().resident_port.as_deref(),
+                "{entry:?}"
+            );
+        }
+        // ...and without parsing the IPs: a bad one does not hide the residence (the
+        // computation reports the entry).
+        assert_eq!(
+            nat_entry_resident(r#"fa:16:3e:aa:bb:cc 1.2.3.400 is_chassis_resident("R")"#),
+            Some("R")
+        );
+        // A clause as the first token is a bad MAC, not a residence.
+        assert_eq!(nat_entry_resident(r#"is_chassis_resident("R")"#), None);
+        for bad in [
+            r#"fa:16:3e:aa:bb:cc 1.2.3.4 is_chassis_resident("a"b")"#,
+            r#"fa:16:3e:aa:bb:cc 1.2.3.4 is_chassis_resident("cr-lrp-R""#,
+            r#"fa:16:3e:aa:bb:cc is_chassis_resident("")"#,
+            "",
+        ] {
+            assert_eq!(nat_entry_resident(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

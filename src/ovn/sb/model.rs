@@ -18,8 +18,8 @@ pub type Uuid = String;
 pub const CHASSISREDIRECT: &str = "chassisredirect";
 
 pub use crate::ovn::neutron::{
-    LB_VIP_PORT_PREFIX, NatEntry, PortAddresses, parse_ip_or_cidr, parse_nat_entry,
-    parse_neutron_cidrs, parse_port_addresses,
+    LB_VIP_PORT_PREFIX, NatEntry, PortAddresses, nat_entry_resident, parse_ip_or_cidr,
+    parse_nat_entry, parse_neutron_cidrs, parse_port_addresses,
 };
 
 crate::ovn_table! {
@@ -508,13 +508,15 @@ pub fn vm_port_ips(port: &PortBinding) -> Result<Option<Vec<ipnet::IpNet>>, Stri
     }
 }
 
-/// Names of the ports the `nat_addresses` entries of `port` are resident on (unparseable entries
-/// are skipped here and reported when the exposures are computed).
+/// Names of the ports the `nat_addresses` entries of `port` are resident on, read from their
+/// residence clauses alone: a router's entry lists its thousands of centralized FIPs and this
+/// runs four times per update of its row. An entry with a bad IP is indexed all the same, so
+/// the computation reports it.
 fn nat_residents(port: &PortBinding) -> BTreeSet<String> {
     port.nat_addresses
         .iter()
-        .filter_map(|e| parse_nat_entry(e).ok())
-        .filter_map(|e| e.resident_port)
+        .filter_map(|e| nat_entry_resident(e))
+        .map(str::to_owned)
         .collect()
 }
 
