@@ -1101,9 +1101,10 @@ def metric_reconciles(env):
     return out
 
 
-def stage_means(r):
-    """compute / policy / render / apply mean ms over the bind events' window (report row)."""
-    by = r["bind"].get("reconciles_by_trigger", {})
+def stage_means(r, window="bind"):
+    """compute / policy / render / apply mean ms over the bind events' (or another
+    measurement's) window (report row)."""
+    by = r[window].get("reconciles_by_trigger", {})
     return " / ".join(str(by.get(f"stage:{s}", {}).get("mean_ms", "–")) for s in STAGES)
 
 
@@ -1395,8 +1396,10 @@ def markdown(results):
          lambda r: f"{r['fip_event']['agent_cpu_ms_per_event']} / "
                    f"{r['fip_event']['agent_user_cpu_ms_per_event']}; "
                    f"{r['fip_event']['transact_rtt']['p50_ms']}"),
-        ("reconcile per FIP event (`change` trigger), mean (ms)",
-         lambda r: f"{r['fip_event']['reconciles_by_trigger']['change']['mean_ms']}"),
+        ("reconcile per FIP event (`change` trigger), mean (ms); per stage: compute / policy / "
+         "render / apply",
+         lambda r: f"{r['fip_event']['reconciles_by_trigger']['change']['mean_ms']}; "
+                   f"{stage_means(r, 'fip_event')}"),
     ]
     runs = results["runs"]
     busy = any(r.get("busy_exposures") for r in runs)
