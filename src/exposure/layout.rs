@@ -19,7 +19,9 @@
 //! common suffix (the same scope and the same exposure: the same allocation, or an equal one)
 //! stay, and only the IPs in between are taken out and put in. So a root of 500 VMs of which
 //! one changed re-decides that VM's IPs, when its driver kept the others' allocations (the EVPN
-//! driver's listing of a subnet does); the cost beyond that is a pointer compare per kept IP.
+//! driver's listing of a subnet does); the cost beyond that is a pointer compare per kept IP
+//! (the changed root's IPs are borrowed from the driver and its list here is edited in place:
+//! a kept IP costs no reference count).
 //! A producer's place within its root is a rank, not an index: ranks are laid out with wide gaps
 //! and the IPs put in between two kept ones take ranks in the gap between theirs, so the common
 //! suffix keeps its ranks whatever the middle's length (with indices, every IP after a FIP put
@@ -88,6 +90,11 @@ pub struct LayoutStats {
     pub from_scratch: bool,
 }
 
+/// The producers handed, owned.
+fn owned(handed: &[Handed<'_>]) -> Vec<Produced> {
+    handed.iter().map(|(s, e)| (*s, Arc::clone(e))).collect()
+}
+
 /// The layout kept between calls; see the module's documentation.
 #[derive(Debug)]
 pub struct IpLayout<K: Ord> {
@@ -115,12 +122,16 @@ impl<K: Ord> Default for IpLayout<K> {
     }
 }
 
-/// A root that came or changed, with what it produces now.
-struct Arrival<K> {
+/// A root that came or changed, with what it produces now (not iterated yet).
+struct Arrival<K, I> {
     key: Arc<K>,
     version: u64,
-    ips: Vec<Produced>,
+    ips: I,
 }
+
+/// A producer as the driver hands it: borrowed, so that a changed root's kept IPs cost no
+/// reference count (a router's 30k FIPs, one of them changed).
+type Handed<'a> = (ScopeId, &'a Arc<ExposedIp>);
 
 impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
     /// Expose the IPs of `roots` in `out`, as exposing them one by one in this order would.
@@ -172,26 +183,27 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
             }
         }
         for a in arrivals {
+            let handed: Vec<Handed<'a>> = a.ips.into_iter().collect();
             // A changed root keeps its key's allocation: its positions stay pointer-equal.
-            let (key, ranks) = match self.roots.remove_entry(&a.key) {
+            let (key, mut laid) = match self.roots.remove_entry(&a.key) {
                 Some((key, old)) => {
-                    let ranks = self.lay_again(&key, &old, &a.ips, &mut touched);
-                    (key, ranks)
+                    let laid = self.lay_again(&key, old, &handed, &mut touched);
+                    (key, laid)
                 }
                 None => {
-                    let ranks = self.fresh_ranks(a.ips.len());
-                    self.put_in(&a.key, &a.ips, &ranks, &mut touched);
-                    (a.key, ranks)
+                    let ips = owned(&handed);
+                    let ranks = self.fresh_ranks(ips.len());
+                    self.put_in(&a.key, &ips, &ranks, &mut touched);
+                    let laid = LaidRoot {
+                        version: a.version,
+                        ips,
+                        ranks,
+                    };
+                    (a.key, laid)
                 }
             };
-            self.roots.insert(
-                key,
-                LaidRoot {
-                    version: a.version,
-                    ips: a.ips,
-                    ranks,
-                },
-            );
+            laid.version = a.version;
+            self.roots.insert(key, laid);
         }
         let ips_decided = touched.len();
         for (scope, ip) in touched {
@@ -232,7 +244,7 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
     fn compare<'a, Q, I>(
         &self,
         roots: impl IntoIterator<Item = (Q, u64, I)>,
-    ) -> (Vec<Arc<K>>, Vec<Arrival<K>>)
+    ) -> (Vec<Arc<K>>, Vec<Arrival<K, I>>)
     where
         Q: RootKey<Owned = K>,
         I: IntoIterator<Item = (ScopeId, &'a Arc<ExposedIp>)>,
@@ -243,7 +255,7 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
         let arrive = |key: &Q, version: u64, ips: I| Arrival {
             key: Arc::new(key.to_owned_key()),
             version,
-            ips: ips.into_iter().map(|(s, e)| (s, e.clone())).collect(),
+            ips,
         };
         let mut previous: Option<K> = None;
         for (key, version, ips) in roots {
@@ -291,20 +303,22 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
     }
 
     /// Lay a changed root again: only what differs between its old IPs and its new ones is
-    /// taken out and put in. The common prefix and the common suffix keep their ranks, and the
-    /// IPs in between take ranks in the gap between theirs; when the gap is too narrow, the root
-    /// is taken out and put in again with fresh ranks. Returns the new IPs' ranks.
+    /// taken out and put in. The common prefix and the common suffix keep their ranks (and
+    /// their places in the root's list, which is edited in place: a kept IP is not copied), and
+    /// the IPs in between take ranks in the gap between theirs; when the gap is too narrow, the
+    /// root is taken out and put in again with fresh ranks. Returns the root as laid now.
     fn lay_again(
         &mut self,
         key: &Arc<K>,
-        old: &LaidRoot,
-        new: &[Produced],
+        mut old: LaidRoot,
+        new: &[Handed<'_>],
         touched: &mut Touched,
-    ) -> Vec<u64> {
+    ) -> LaidRoot {
         // The same producer: most often the same allocation (a driver that kept what did not
-        // change), else an equal one (the position keeps the exposure laid before).
+        // change), else an equal one (the position keeps the exposure laid before, as does
+        // the root's list).
         let same =
-            |(s, e): &Produced, (t, f): &Produced| s == t && (Arc::ptr_eq(e, f) || **e == **f);
+            |(s, e): &Produced, (t, f): &Handed| s == t && (Arc::ptr_eq(e, f) || **e == ***f);
         let prefix = old
             .ips
             .iter()
@@ -323,9 +337,10 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
         let above = old.ranks.get(old_end).copied();
         let Some(middle) = self.ranks_between(below, above, new_end - prefix) else {
             self.take_out(key, &old.ips, &old.ranks, touched);
-            let ranks = self.fresh_ranks(new.len());
-            self.put_in(key, new, &ranks, touched);
-            return ranks;
+            let ips = owned(new);
+            let ranks = self.fresh_ranks(ips.len());
+            self.put_in(key, &ips, &ranks, touched);
+            return LaidRoot { ips, ranks, ..old };
         };
         self.take_out(
             key,
@@ -333,12 +348,11 @@ impl<K: Ord + Clone + std::fmt::Debug> IpLayout<K> {
             &old.ranks[prefix..old_end],
             touched,
         );
-        self.put_in(key, &new[prefix..new_end], &middle, touched);
-        let mut ranks = Vec::with_capacity(new.len());
-        ranks.extend_from_slice(&old.ranks[..prefix]);
-        ranks.extend(middle);
-        ranks.extend_from_slice(&old.ranks[old_end..]);
-        ranks
+        let put = owned(&new[prefix..new_end]);
+        self.put_in(key, &put, &middle, touched);
+        old.ips.splice(prefix..old_end, put);
+        old.ranks.splice(prefix..old_end, middle);
+        old
     }
 
     /// Ranks for `n` IPs laid out afresh: one gap apart.
