@@ -30,11 +30,18 @@
 //! middle of a root of 1k, 10k and 30k IPs (a router's FIPs) and taken out again; and the SB
 //! driver through its cache with one router of that many FIPs here, one FIP added per event.
 //!
-//! Run: `cargo run --release --example busy_gateway_pipeline [ovn|l2|layout] [EXPOSURES...]`
-//! (default 1000 10000 30000; `ovn`, `l2` or `layout` first: that section only).
+//! Run: `cargo run --release --example busy_gateway_pipeline [ovn|l2|layout|evpn] [EXPOSURES...]`
+//! (default 1000 10000 30000; `ovn`, `l2`, `layout` or `evpn` first: that section only;
+//! `PIPELINE_EVENTS` events per size, 31 by default).
 
 // A benchmark runs on the wall clock, not on tokio's pausable one.
 #![allow(clippy::disallowed_types)]
+
+/// The agent's allocator, so that what is timed allocates as the agent does (glibc malloc
+/// made the stages' many small allocations look several times dearer in this benchmark).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: ovn_bgp_agent::alloc::AgentAllocator = ovn_bgp_agent::alloc::AgentAllocator;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,7 +62,13 @@ use ovn_bgp_agent::types::InterfaceName;
 
 const HERE: &str = "chassis-here";
 const PER_ROUTER: usize = 500;
-const EVENTS: usize = 31;
+/// Events per size: `PIPELINE_EVENTS` (more for a profile), else 31.
+fn events() -> usize {
+    std::env::var("PIPELINE_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(31)
+}
 
 fn port(uuid: String, name: String, kind: &str, dp: &str, mac: Vec<String>) -> PortBinding {
     PortBinding {
@@ -180,6 +193,10 @@ fn main() {
         ovn_events(&sizes);
         return;
     }
+    if std::env::args().nth(1).as_deref() == Some("evpn") {
+        evpn_events(&sizes);
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("layout") {
         layout_events(&sizes);
         fip_events(&sizes);
@@ -229,7 +246,7 @@ fn main() {
         incremental.render(&settings, &facts, &Arc::new(first.clone()));
         let mut delta = Vec::new();
         let mut recomputed = 0;
-        for e in 0..EVENTS {
+        for e in 0..events() {
             let mut vm = port(
                 format!("pvm-{e}"),
                 format!("pvm-{e}"),
@@ -312,7 +329,7 @@ fn fip_events(sizes: &[usize]) {
         let mut took = Vec::new();
         let mut upserts = Vec::new();
         let mut recomputed = 0;
-        for e in 0..EVENTS {
+        for e in 0..events() {
             fips.insert(n / 2, ip([172, 26], e));
             let row = nat(&fips);
             let t = Instant::now();
@@ -377,7 +394,7 @@ fn layout_events(sizes: &[usize]) {
         };
         lay(&ips, &mut layout);
         let mut took = Vec::new();
-        for e in 0..EVENTS {
+        for e in 0..events() {
             ips.insert(n / 2, fip(n + e));
             took.push(lay(&ips, &mut layout));
             ips.remove(n / 2);
@@ -460,7 +477,7 @@ fn ovn_events(sizes: &[usize]) {
         let (_, announced) = cluster.render(&settings, &mappings, &facts, &Arc::new(set.clone()));
         kernel.render(&kernel_settings, &kernel_facts, &announced);
         let (mut full, mut delta) = (Vec::new(), Vec::new());
-        for e in 0..EVENTS {
+        for e in 0..events() {
             set.expose_ip(vm(n + e));
             let t = Instant::now();
             let (want, want_announced) = ovn(&settings, &mappings, &facts, &set);
@@ -530,16 +547,23 @@ fn evpn_events(sizes: &[usize]) {
         let (mut scratch, mut cached, mut rendered, mut delta) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut recomputed = 0;
-        for e in 0..EVENTS {
+        for e in 0..events() {
+            // 500 addresses free in router 0's /22 (its VMs take 10.200.0-1.x): past them, the
+            // VM bound 500 events ago goes first.
+            if e >= 500 {
+                model.remove_port(&format!("new-{}", e - 500));
+            }
             let mut vm = port(
                 format!("new-{e}"),
                 format!("new-{e}"),
                 "",
                 "dp-t0",
                 vec![format!(
-                    "fa:16:3e:05:00:{:02x} 10.200.3.{}",
+                    "fa:16:3e:05:{:02x}:{:02x} 10.200.{}.{}",
+                    (e / 256) % 256,
                     e % 256,
-                    100 + e
+                    2 + (e % 500) / 250,
+                    1 + e % 250
                 )],
             );
             vm.chassis = Some("elsewhere".into());
@@ -581,7 +605,7 @@ fn evpn_events(sizes: &[usize]) {
 fn sizes() -> Vec<usize> {
     let sizes: Vec<usize> = std::env::args()
         .skip(1)
-        .filter(|a| a != "ovn" && a != "l2" && a != "layout")
+        .filter(|a| !matches!(a.as_str(), "ovn" | "l2" | "layout" | "evpn"))
         .map(|a| a.parse().expect("exposure counts"))
         .collect();
     if sizes.is_empty() {
@@ -714,7 +738,7 @@ fn nb_events(sizes: &[usize]) {
         let (mut scratch, mut cached) = (Vec::new(), Vec::new());
         let mut recomputed = 0;
         let mut provider_ports = vec!["ln".to_owned()];
-        for e in 0..EVENTS {
+        for e in 0..events() {
             let uuid = format!("pvm-{e}");
             let address = format!("fa:16:3e:04:00:{:02x} {}", e % 256, ip([172, 30], e));
             model.upsert_lsp(nb_vm(&uuid, address, "here"));
@@ -803,7 +827,7 @@ fn stretched_l2_events(sizes: &[usize]) {
         incremental.render(&settings, &facts, &Arc::new(first.clone()));
         let (mut scratch, mut cached, mut delta) = (Vec::new(), Vec::new(), Vec::new());
         let (mut recomputed, mut decided) = (0, 0);
-        for e in 0..EVENTS {
+        for e in 0..events() {
             let r = (e * 7919) % n;
             let mac = format!(
                 "fa:16:3e:30:00:{:02x} 11.{}.{}.1/24",

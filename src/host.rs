@@ -26,6 +26,7 @@ use tracing::{debug, error, info, warn};
 use tokio::sync::mpsc;
 
 use crate::caps::Capabilities;
+use crate::caps::reconcile::{chains_behind, is_behind};
 use crate::config::AgentConfig;
 use crate::control::{self, ExplainRequest};
 use crate::exposure::{ExposureSet, SkippedRow};
@@ -77,6 +78,8 @@ enum Wake {
     Repair,
     /// The kernel lost something the agent owns behind its back (seen by the kernel mirror).
     Kernel,
+    /// The tool chains the last reconcile left applying in the background are done.
+    CaughtUp,
     Stop,
 }
 
@@ -130,6 +133,12 @@ pub struct Agent {
     /// The objects the last apply did not apply (see [`Agent::log_errors`]).
     last_errors: ErrorLog,
     last_desired: Option<Arc<DesiredSystem>>,
+    /// The tool chains the last apply left applying in the background, and since when: until
+    /// they are done, `status` would show them as pending (and their outcome nowhere).
+    behind: Vec<String>,
+    behind_since: tokio::time::Instant,
+    /// The last apply's other errors, which the chains' outcome joins once they are done.
+    standing: Vec<ObjectError>,
     stats: LoopStats,
     telemetry: Arc<Telemetry>,
     /// `explain` requests from the control socket, served between wake-ups.
@@ -190,6 +199,9 @@ impl Agent {
             last_skipped: Arc::default(),
             last_errors: ErrorLog::default(),
             last_desired: None,
+            behind: Vec::new(),
+            behind_since: tokio::time::Instant::now(),
+            standing: Vec::new(),
             stats: LoopStats::default(),
             telemetry,
             explain_rx,
@@ -394,6 +406,12 @@ impl Agent {
         let started = tokio::time::Instant::now();
         let applied = self.ctx.caps.reconciler.reconcile_shared(&desired).await;
         self.telemetry.stage_took(Stage::Apply, started.elapsed());
+        self.behind = applied.as_ref().map(chains_behind).unwrap_or_default();
+        self.behind_since = tokio::time::Instant::now();
+        self.standing = applied.as_ref().map_or_else(
+            |_| Vec::new(),
+            |r| r.errors.iter().filter(|e| !is_behind(e)).cloned().collect(),
+        );
         let result = match applied {
             Ok(report) if report.is_noop() => {
                 self.log_errors(&report.errors);
@@ -425,6 +443,30 @@ impl Agent {
     /// hand, an address removed) between full reconciles. The kernel part is then a no-op delta
     /// unless the kernel mirror saw a foreign change (`Wake::Kernel`); sysctls and proxy
     /// neighbours, which have no notifications, are read every time.
+    /// The tool chains the last apply left in the background are done: `report` is what they
+    /// did. Logged and shown in `status` now, with the apply's other errors, rather than at the
+    /// next reconcile (up to `frr_reconcile_interval` later without an event); nothing is
+    /// applied again.
+    async fn caught_up(&mut self, report: ChangeReport) {
+        let mut errors = std::mem::take(&mut self.standing);
+        errors.extend(report.errors.iter().cloned());
+        self.log_errors(&errors);
+        info!(
+            took = ?self.behind_since.elapsed(),
+            chains = ?self.behind,
+            added = ?report.added,
+            changed = ?report.changed,
+            removed = ?report.removed,
+            errors = report.errors.len(),
+            "tool chains caught up"
+        );
+        self.telemetry
+            .tools_caught_up(&report, &errors, self.behind_since.elapsed())
+            .await;
+        self.behind = chains_behind(&report);
+        self.standing = errors;
+    }
+
     async fn repair(&mut self, why: &str) {
         if let Some(desired) = self.last_desired.take() {
             self.stats.repairs += 1;
@@ -529,6 +571,8 @@ impl Agent {
         }
         let kernel = ctx.caps.netlink.clone();
         let mut periodic_runs: u64 = 0;
+        // What the tool chains did once caught up, from the wait to the work (`Wake` is a copy).
+        let mut late: Option<ChangeReport> = None;
         loop {
             // Only cancel-safe waits race here (see the module documentation).
             let wake = tokio::select! {
@@ -543,6 +587,11 @@ impl Agent {
                 _ = periodic.tick() => Wake::Periodic,
                 _ = kernel.changed_behind_back() => Wake::Kernel,
                 _ = repair.tick() => Wake::Repair,
+                report = self.ctx.caps.reconciler.caught_up(self.behind.clone()),
+                    if !self.behind.is_empty() => {
+                    late = Some(report);
+                    Wake::CaughtUp
+                }
                 Some(req) = self.explain_rx.recv() => {
                     // Answered at once from the driver's rows; not a wake-up of the loop.
                     let _ = req.reply.send(self.driver.explain(&req.query));
@@ -580,6 +629,11 @@ impl Agent {
                         self.reconcile("reconcile_interval").await;
                     }
                     Wake::Repair => self.repair("repair").await,
+                    Wake::CaughtUp => {
+                        if let Some(report) = late.take() {
+                            self.caught_up(report).await;
+                        }
+                    }
                     Wake::Kernel => {
                         // A burst (a flushed table, a deleted device) is repaired at once.
                         tokio::time::sleep(KERNEL_REPAIR_DELAY).await;

@@ -24,7 +24,7 @@ use tokio::sync::RwLock;
 use crate::exposure::{
     ExposedIp, ExposureKind, ExposureSet, IpMap, ScopeId, SkippedRow, ip_changes,
 };
-use crate::system::{ChangeReport, DesiredSystem};
+use crate::system::{ChangeReport, DesiredSystem, ObjectError};
 
 /// Process-wide metrics the capability layer records into (it has no handle on the host's
 /// [`Telemetry`]); every [`Telemetry`] registers them.
@@ -769,27 +769,7 @@ impl Telemetry {
     ) {
         let (result, added, changed, removed, errors) = match report {
             Ok(r) => {
-                for (map, op) in [
-                    (&r.added, "added"),
-                    (&r.changed, "changed"),
-                    (&r.removed, "removed"),
-                ] {
-                    for (class, n) in map {
-                        self.objects
-                            .get_or_create(&ClassOpLabels {
-                                class: class.clone(),
-                                op: op.to_owned(),
-                            })
-                            .inc_by(*n as u64);
-                    }
-                }
-                for e in &r.errors {
-                    self.object_errors
-                        .get_or_create(&ClassLabels {
-                            class: e.class.clone(),
-                        })
-                        .inc();
-                }
+                self.count_objects(r);
                 let result = if r.errors.is_empty() {
                     ReconcileResult::Applied
                 } else {
@@ -842,6 +822,67 @@ impl Telemetry {
                 s.desired = desired;
             }
         }
+        s.last_reconcile = Some(record);
+    }
+
+    /// The objects a reconcile (or the tool chains it left in the background) changed, and
+    /// those it could not apply, into their counters.
+    fn count_objects(&self, r: &ChangeReport) {
+        for (map, op) in [
+            (&r.added, "added"),
+            (&r.changed, "changed"),
+            (&r.removed, "removed"),
+        ] {
+            for (class, n) in map {
+                self.objects
+                    .get_or_create(&ClassOpLabels {
+                        class: class.clone(),
+                        op: op.to_owned(),
+                    })
+                    .inc_by(*n as u64);
+            }
+        }
+        for e in &r.errors {
+            self.object_errors
+                .get_or_create(&ClassLabels {
+                    class: e.class.clone(),
+                })
+                .inc();
+        }
+    }
+
+    /// The tool chains the last reconcile left applying in the background are done: `late` is
+    /// what they did (counted now: no reconcile did), `errors` every object not applied now
+    /// (the reconcile's other errors and theirs). `status` shows it as the last reconcile's
+    /// outcome (trigger `tool chains caught up`, `took` since the reconcile), not as pending.
+    /// Not a reconcile of its own: the reconcile counters and durations are left alone.
+    pub async fn tools_caught_up(
+        &self,
+        late: &ChangeReport,
+        errors: &[ObjectError],
+        took: Duration,
+    ) {
+        self.count_objects(late);
+        let result = if errors.is_empty() {
+            ReconcileResult::Applied
+        } else {
+            ReconcileResult::Partial
+        };
+        let now = SystemTime::now();
+        let record = ReconcileRecord {
+            finished_at: unix_secs(now),
+            trigger: "tool chains caught up".to_owned(),
+            duration_ms: took.as_secs_f64() * 1000.0,
+            result,
+            added: late.added.clone(),
+            changed: late.changed.clone(),
+            removed: late.removed.clone(),
+            errors: errors.iter().map(ToString::to_string).collect(),
+        };
+        crate::notify::status(&self.summary(Some(result)));
+        let mut s = self.snapshot.write().await;
+        self.last_success_seconds.set(unix_secs(now));
+        s.last_success = Some(record.clone());
         s.last_reconcile = Some(record);
     }
 

@@ -74,6 +74,85 @@ fn has_address(ns: &TestNetns, ip: &str) -> bool {
     out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&format!(" {ip}/32 "))
 }
 
+/// The agent's configuration for these tests: `tool` as vtysh (and as OVS's tools with
+/// `ovs_too`), the kernel part in `ns`, no periodic reconcile or repair within a test.
+fn test_config(
+    ns: &TestNetns,
+    dir: &std::path::Path,
+    tool: &str,
+    ovs_too: bool,
+    router_id: Option<&str>,
+) -> Arc<AgentConfig> {
+    let mut config = AgentConfig::default();
+    config.default.reconcile_interval = 3600;
+    config.default.frr_reconcile_interval = 3600;
+    config.default.bgp_router_id = router_id.map(str::to_owned);
+    config.frr.vtysh_path = tool.to_owned();
+    config.frr.vtysh_timeout = 30;
+    config.frr.state_file = dir.join("frr-objects.json").display().to_string();
+    if ovs_too {
+        config.ovs.ovs_vsctl_path = tool.to_owned();
+        config.ovs.ovs_ofctl_path = tool.to_owned();
+    }
+    config.linux.netns = Some(ns.name.clone());
+    config.linux.rt_tables_path = dir.join("rt_tables").display().to_string();
+    config.linux.vrf_device_kind = "bridge".into();
+    config.linux.nic_device_kind = "ifb".into();
+    Arc::new(config)
+}
+
+/// The running agent of a test: the list driver's IPs and events, its telemetry, and how to
+/// stop it.
+struct RunningAgent {
+    ips: Arc<std::sync::Mutex<Vec<IpAddr>>>,
+    events: mpsc::UnboundedSender<()>,
+    telemetry: Arc<ovn_bgp_agent::telemetry::Telemetry>,
+    stop: oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<
+        Result<ovn_bgp_agent::host::LoopStats, ovn_bgp_agent::host::HostError>,
+    >,
+}
+
+/// Starts the agent (the list driver exposing 172.24.4.10, the underlay backend).
+fn start_agent(config: Arc<AgentConfig>) -> RunningAgent {
+    let caps = Capabilities::for_agent(&config);
+    let ctx = PluginContext::new(config.clone(), caps);
+    let (_, underlay) = plugin::select("ovn_bgp_driver", "underlay").unwrap();
+    let backend = (underlay.factory)(&ctx).unwrap();
+    let ips = Arc::new(std::sync::Mutex::new(vec![
+        "172.24.4.10".parse::<IpAddr>().unwrap(),
+    ]));
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let driver = ListDriver {
+        ips: ips.clone(),
+        events,
+    };
+    let agent = Agent::with_plugins(ctx, "list", Box::new(driver), "underlay", backend);
+    let telemetry = agent.telemetry();
+    let (stop, stop_rx) = oneshot::channel::<()>();
+    let shutdown: Shutdown = Box::pin(async move {
+        let _ = stop_rx.await;
+    });
+    RunningAgent {
+        ips,
+        events: events_tx,
+        telemetry,
+        stop,
+        run: tokio::spawn(agent.run_until(shutdown)),
+    }
+}
+
+impl RunningAgent {
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.run)
+            .await
+            .expect("agent did not stop")
+            .unwrap()
+            .unwrap();
+    }
+}
+
 /// FRR's router id is not configured: the backend asks vtysh for it, and vtysh hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_router_id_query_never_delays_kernel_exposures() {
@@ -103,41 +182,8 @@ async fn exposures_reach_the_kernel_while_tools_hang(router_id: Option<&str>, hu
             started.display()
         ),
     );
-    let hang_str = hang.to_str().unwrap().to_owned();
-
-    let mut config = AgentConfig::default();
-    config.default.reconcile_interval = 3600;
-    config.default.frr_reconcile_interval = 3600;
-    config.default.bgp_router_id = router_id.map(str::to_owned);
-    config.frr.vtysh_path = hang_str.clone();
-    config.frr.vtysh_timeout = 30;
-    config.frr.state_file = dir.path().join("frr-objects.json").display().to_string();
-    config.ovs.ovs_vsctl_path = hang_str.clone();
-    config.ovs.ovs_ofctl_path = hang_str;
-    config.linux.netns = Some(ns.name.clone());
-    config.linux.rt_tables_path = dir.path().join("rt_tables").display().to_string();
-    config.linux.vrf_device_kind = "bridge".into();
-    config.linux.nic_device_kind = "ifb".into();
-    let config = Arc::new(config);
-
-    let caps = Capabilities::for_agent(&config);
-    let ctx = PluginContext::new(config.clone(), caps);
-    let (_, underlay) = plugin::select("ovn_bgp_driver", "underlay").unwrap();
-    let backend = (underlay.factory)(&ctx).unwrap();
-    let ips = Arc::new(std::sync::Mutex::new(vec![
-        "172.24.4.10".parse::<IpAddr>().unwrap(),
-    ]));
-    let (events_tx, events) = mpsc::unbounded_channel();
-    let driver = ListDriver {
-        ips: ips.clone(),
-        events,
-    };
-    let agent = Agent::with_plugins(ctx, "list", Box::new(driver), "underlay", backend);
-    let (stop, stop_rx) = oneshot::channel::<()>();
-    let shutdown: Shutdown = Box::pin(async move {
-        let _ = stop_rx.await;
-    });
-    let run = tokio::spawn(agent.run_until(shutdown));
+    let config = test_config(&ns, dir.path(), hang.to_str().unwrap(), true, router_id);
+    let agent = start_agent(config);
 
     // The first exposure, at start (FRR's router id is asked for and does not come).
     let t = Instant::now();
@@ -168,9 +214,9 @@ async fn exposures_reach_the_kernel_while_tools_hang(router_id: Option<&str>, hu
         .iter()
         .enumerate()
     {
-        ips.lock().unwrap().push(ip.parse().unwrap());
+        agent.ips.lock().unwrap().push(ip.parse().unwrap());
         let t = Instant::now();
-        events_tx.send(()).unwrap();
+        agent.events.send(()).unwrap();
         while !has_address(&ns, ip) {
             assert!(
                 t.elapsed() < Duration::from_secs(1),
@@ -180,12 +226,7 @@ async fn exposures_reach_the_kernel_while_tools_hang(router_id: Option<&str>, hu
         }
         eprintln!("{ip} on bgp-nic after {:?}", t.elapsed());
     }
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), run)
-        .await
-        .expect("agent did not stop")
-        .unwrap()
-        .unwrap();
+    agent.stop().await;
 }
 
 /// A reconcile waits briefly for each tool chain that was idle when it started, and not at all
@@ -227,4 +268,87 @@ async fn a_chain_still_busy_with_an_earlier_state_is_not_waited_for() {
             "reconcile {n} does not wait for the FRR chain hung on the first state: {next:?}"
         );
     }
+}
+
+/// A tool chain the agent left applying in the background (a slow `vtysh`) is reported as
+/// pending only until it is done: then `status` shows what it did, at once (not at the next
+/// event or `frr_reconcile_interval` later), and nothing is applied again for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_slow_chain_done_as_soon_as_it_is() {
+    let ns = TestNetns::new();
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow");
+    let runs = dir.path().join("runs");
+    // Each run is recorded, then takes a second (four times the agent's wait) and succeeds.
+    write_script(
+        &slow,
+        &format!("#!/bin/sh\necho \"$0 $*\" >> {}\nsleep 1\n", runs.display()),
+    );
+    let config = test_config(
+        &ns,
+        dir.path(),
+        slow.to_str().unwrap(),
+        false,
+        Some("192.0.2.1"),
+    );
+    let agent = start_agent(config);
+    let telemetry = agent.telemetry.clone();
+    let last = || async {
+        let s = telemetry.snapshot().await;
+        s.last_reconcile
+            .as_ref()
+            .map(|r| (r.trigger.clone(), r.errors.clone()))
+    };
+    let frr_pending = |errors: &[String]| {
+        errors
+            .iter()
+            .any(|e| e.starts_with("tools: FRR") && e.contains("still being applied after"))
+    };
+
+    // The start's reconcile stops waiting for the FRR chain after 250 ms and says so.
+    let t = Instant::now();
+    let (trigger, errors) = loop {
+        if let Some(l) = last().await {
+            break l;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "no reconcile at start"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(trigger, "start");
+    assert!(
+        frr_pending(&errors),
+        "the start's report shows the FRR chain pending: {errors:?}"
+    );
+
+    // Once vtysh is done, the report says so without an event (a repair of the kernel state
+    // the start made may come first: it finds the chain busy and leaves it pending too).
+    let t = Instant::now();
+    let errors = loop {
+        let l = last().await.unwrap();
+        if l.0 == "tool chains caught up" {
+            break l.1;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "status still shows pending chains after 10 s: {l:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!("caught up after {:?}: {errors:?}", t.elapsed());
+    assert!(
+        !errors.iter().any(|e| e.starts_with("tools: ")),
+        "no chain pending any more: {errors:?}"
+    );
+    assert!(has_address(&ns, "172.24.4.10"));
+
+    // Nothing is applied again for it: vtysh is not run again, and the report stays.
+    let before = std::fs::read_to_string(&runs).unwrap_or_default();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(std::fs::read_to_string(&runs).unwrap_or_default(), before);
+    assert_eq!(last().await.unwrap().0, "tool chains caught up");
+
+    agent.stop().await;
 }

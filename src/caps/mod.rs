@@ -54,6 +54,15 @@ pub trait SystemReconciler: Send + Sync {
     ) -> Result<ChangeReport, CapError> {
         self.reconcile(desired).await
     }
+
+    /// Once each tool chain named in `chains` (those a reconcile left applying in the
+    /// background, [`reconcile::chains_behind`]) has applied the last state submitted to it:
+    /// what those applies did, their changes and errors, which no reconcile reported. Never
+    /// resolves for a reconciler without background chains. Cancel-safe.
+    async fn caught_up(&self, chains: Vec<String>) -> ChangeReport {
+        let _ = chains;
+        std::future::pending().await
+    }
 }
 
 /// Keeps the agent's cookie flows on OVS bridges equal to `desired`; returns (added, removed).

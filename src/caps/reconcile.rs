@@ -29,7 +29,7 @@ use super::netlink::NetlinkReconciler;
 use super::{
     CapError, FdbReconciler, FlowReconciler, FrrConfigurator, OvsPortReconciler, SystemReconciler,
 };
-use crate::system::{ChangeReport, DesiredSystem, OvsPortSpec};
+use crate::system::{ChangeReport, DesiredSystem, ObjectError, OvsPortSpec};
 
 pub const FLOWS: &str = "flows";
 pub const FRR: &str = "frr";
@@ -39,6 +39,26 @@ pub const OVS_PORTS: &str = "ovs_ports";
 pub const FDB: &str = "fdb";
 /// The report class of tool-driven classes still being applied in the background.
 pub const TOOLS: &str = "tools";
+/// A chain still busy with an earlier state when a reconcile submitted the next one.
+const STILL_BUSY: &str = "still applying an earlier state; this one follows in the background";
+/// A chain that had not finished when the reconcile stopped waiting (followed by the wait).
+const STILL_APPLYING: &str = "still being applied after ";
+
+/// The tool chains a reconcile's `report` left applying in the background (the `object` of
+/// their [`TOOLS`] errors): [`SystemReconciler::caught_up`] tells when they are done.
+pub fn chains_behind(report: &ChangeReport) -> Vec<String> {
+    report
+        .errors
+        .iter()
+        .filter(|e| is_behind(e))
+        .map(|e| e.object.clone())
+        .collect()
+}
+
+/// Whether `e` only says that its tool chain was left applying in the background.
+pub fn is_behind(e: &ObjectError) -> bool {
+    e.class == TOOLS && (e.error == STILL_BUSY || e.error.starts_with(STILL_APPLYING))
+}
 /// How long the agent's reconcile waits for the tool classes: long enough for the usual no-op
 /// (FRR fingerprint unchanged, flows unchanged) or a quick apply, short enough that a hung tool
 /// holds the next kernel exposure back by no more than this.
@@ -534,11 +554,7 @@ impl SystemReconciler for CompositeReconciler {
         let deadline = tokio::time::Instant::now() + wait;
         for (chain, worker) in workers {
             if busy.contains(&chain) {
-                report.error(
-                    TOOLS,
-                    chain.name(),
-                    "still applying an earlier state; this one follows in the background",
-                );
+                report.error(TOOLS, chain.name(), STILL_BUSY);
                 continue;
             }
             let mut done = worker.done;
@@ -556,11 +572,43 @@ impl SystemReconciler for CompositeReconciler {
                     TOOLS,
                     chain.name(),
                     format!(
-                        "still being applied after {wait:?}; continues in the background (a hung vtysh or ovs-vsctl is killed at its timeout)"
+                        "{STILL_APPLYING}{wait:?}; continues in the background (a hung vtysh or ovs-vsctl is killed at its timeout)"
                     ),
                 ),
             }
         }
         Ok(report)
+    }
+
+    async fn caught_up(&self, chains: Vec<String>) -> ChangeReport {
+        let workers: Vec<(Chain, ToolWorker)> = {
+            let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+            CHAINS
+                .iter()
+                .zip(workers.iter())
+                .filter(|(c, _)| chains.iter().any(|n| n == c.name()))
+                .filter_map(|(c, w)| Some((*c, w.clone()?)))
+                .collect()
+        };
+        if workers.is_empty() {
+            // Nothing to wait for (a chain this reconciler never started): never resolves, so
+            // the caller does not wake for nothing.
+            return std::future::pending().await;
+        }
+        let mut report = ChangeReport::default();
+        for (chain, worker) in workers {
+            // The last state submitted: no reconcile runs while the caller waits here.
+            let submitted = worker.submit.borrow().as_ref().map_or(0, |r| r.generation);
+            let mut done = worker.done;
+            match done.wait_for(|(g, _)| *g >= submitted).await {
+                Ok(d) => {
+                    if let Some(r) = &d.1 {
+                        report.merge(r.clone());
+                    }
+                }
+                Err(_) => report.error(TOOLS, chain.name(), "the background task ended"),
+            }
+        }
+        report
     }
 }
