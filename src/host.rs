@@ -293,13 +293,17 @@ impl Agent {
     fn log_errors(&mut self, errors: &[ObjectError]) {
         let (errors, cleared) = self.last_errors.update(errors);
         for (e, new) in errors {
-            if new {
+            if is_behind(e) {
+                // Not a failure: the chain's outcome is logged when it is done (`tool chains
+                // caught up`, or `not applied` for what it could not apply).
+                debug!(class = %e.class, object = %e.object, "{}", e.error);
+            } else if new {
                 warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
             } else {
                 debug!(class = %e.class, object = %e.object, "still not applied: {}", e.error);
             }
         }
-        for e in cleared {
+        for e in cleared.iter().filter(|e| !is_behind(e)) {
             info!(class = %e.class, object = %e.object, "no longer failing: {}", e.error);
         }
     }

@@ -307,12 +307,15 @@ impl Drop for Applying {
     }
 }
 
-/// The outcome of tool classes that finished after their reconcile stopped waiting.
+/// The outcome of tool classes that finished after their reconcile stopped waiting. At debug
+/// level: the agent's loop logs the outcome of the last state submitted when the chains are
+/// done (`tool chains caught up`, [`SystemReconciler::caught_up`]), with a warning for each
+/// object not applied; an earlier state's outcome is superseded by it.
 fn log_late(report: &ChangeReport, took: Duration) {
     for e in &report.errors {
-        tracing::warn!(class = %e.class, object = %e.object, "not applied: {}", e.error);
+        tracing::debug!(class = %e.class, object = %e.object, "not applied: {}", e.error);
     }
-    tracing::info!(
+    tracing::debug!(
         took = ?took,
         added = ?report.added,
         changed = ?report.changed,
