@@ -17,6 +17,10 @@
 # BENCH_COLD_STARTS (3), BENCH_FULL_RECONCILES (5; periodic full reconciles timed per run),
 # BENCH_FIPS_PER_ROUTER (500: each busy router's centralized FIPs), BENCH_FIP_EVENTS (50: FIPs
 # added to busy router 0 and taken out again, each timed), BENCH_SETTLE (0: seconds to wait after a cold start, besides the wait for the agent's tool chains),
+# BENCH_LAB_QUIET (600: after a cold start, at most this many seconds waited until the lab's
+# daemons are quiet, ovs-vswitchd digesting thousands of new addresses for minutes; 0: no wait),
+# BENCH_QUIET_BETWEEN (set: before each single bind/unbind, wait until the lab's daemons are
+# quiet, so each event is measured on an otherwise idle machine),
 # BENCH_OUT (JSON results, default $LAB_DIR/../sb-bgp-bench-<time>.json), CARGO_TARGET_DIR
 # (where the release build goes: a profiling build, e.g. with frame pointers, apart), BENCH_AGENT
 # (measure that binary instead of building one: an A/B against another commit), and the lab's own
@@ -50,5 +54,7 @@ python3 scripts/bench/sb_bgp_bench.py \
     --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
     --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
     --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" $evpn --out "$out" \
-    --fips-per-router "${BENCH_FIPS_PER_ROUTER:-500}" --fip-events "${BENCH_FIP_EVENTS:-50}"
+    --fips-per-router "${BENCH_FIPS_PER_ROUTER:-500}" --fip-events "${BENCH_FIP_EVENTS:-50}" \
+    --lab-quiet-timeout "${BENCH_LAB_QUIET:-600}" \
+    ${BENCH_QUIET_BETWEEN:+--quiet-between}
 echo "==> JSON results: $out"
