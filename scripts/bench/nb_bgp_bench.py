@@ -65,7 +65,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this one)
     BUSY_FIPS_PER_ROUTER,
     BUSY_MAX_ROUTERS,
-    BUSY_PER_ROUTER,
     BUSY_VMS_PER_ROUTER,
     Agent,
     Ovsdb,
@@ -429,7 +428,9 @@ class NbLab:
             if self.select("Logical_Router", [["name", "==", f"neutron-{rid(0xe0, 0)}"]],
                            ["_uuid"]):
                 raise RuntimeError("the NB already holds busy routers (re-run on a fresh lab)")
-        per_router = BUSY_FIPS_PER_ROUTER if self.ovn else BUSY_PER_ROUTER
+        # The SB bench's busy router: its FIPs and (not with the `ovn` method) its tenant VMs.
+        per_router = BUSY_FIPS_PER_ROUTER if self.ovn else \
+            BUSY_FIPS_PER_ROUTER + BUSY_VMS_PER_ROUTER
         while self.busy_routers * per_router < target:
             k = self.busy_routers
             if k >= BUSY_MAX_ROUTERS:
