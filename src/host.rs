@@ -443,10 +443,6 @@ impl Agent {
         result
     }
 
-    /// Re-apply the last desired state without recomputing it: repairs drift (a rule deleted by
-    /// hand, an address removed) between full reconciles. The kernel part is then a no-op delta
-    /// unless the kernel mirror saw a foreign change (`Wake::Kernel`); sysctls and proxy
-    /// neighbours, which have no notifications, are read every time.
     /// The tool chains the last apply left in the background are done: `report` is what they
     /// did. Logged and shown in `status` now, with the apply's other errors, rather than at the
     /// next reconcile (up to `frr_reconcile_interval` later without an event); nothing is
@@ -471,6 +467,10 @@ impl Agent {
         self.standing = errors;
     }
 
+    /// Re-apply the last desired state without recomputing it: repairs drift (a rule deleted by
+    /// hand, an address removed) between full reconciles. The kernel part is then a no-op delta
+    /// unless the kernel mirror saw a foreign change (`Wake::Kernel`); sysctls and proxy
+    /// neighbours, which have no notifications, are read every time.
     async fn repair(&mut self, why: &str) {
         if let Some(desired) = self.last_desired.take() {
             self.stats.repairs += 1;

@@ -802,9 +802,8 @@ impl Telemetry {
                 trigger: trigger.to_owned(),
             })
             .observe(duration.as_secs_f64());
-        let now = SystemTime::now();
         let record = ReconcileRecord {
-            finished_at: unix_secs(now),
+            finished_at: unix_secs(SystemTime::now()),
             trigger: trigger.to_owned(),
             duration_ms: duration.as_secs_f64() * 1000.0,
             result,
@@ -813,10 +812,16 @@ impl Telemetry {
             removed,
             errors,
         };
-        crate::notify::status(&self.summary(Some(result)));
+        self.publish(record, desired).await;
+    }
+
+    /// `record` as the last reconcile's outcome (and the last success unless it failed, with
+    /// the state it applied when given), in `status` and for systemd.
+    async fn publish(&self, record: ReconcileRecord, desired: Option<Arc<DesiredSystem>>) {
+        crate::notify::status(&self.summary(Some(record.result)));
         let mut s = self.snapshot.write().await;
-        if result != ReconcileResult::Failed {
-            self.last_success_seconds.set(unix_secs(now));
+        if record.result != ReconcileResult::Failed {
+            self.last_success_seconds.set(record.finished_at);
             s.last_success = Some(record.clone());
             if desired.is_some() {
                 s.desired = desired;
@@ -868,9 +873,8 @@ impl Telemetry {
         } else {
             ReconcileResult::Partial
         };
-        let now = SystemTime::now();
         let record = ReconcileRecord {
-            finished_at: unix_secs(now),
+            finished_at: unix_secs(SystemTime::now()),
             trigger: "tool chains caught up".to_owned(),
             duration_ms: took.as_secs_f64() * 1000.0,
             result,
@@ -879,11 +883,7 @@ impl Telemetry {
             removed: late.removed.clone(),
             errors: errors.iter().map(ToString::to_string).collect(),
         };
-        crate::notify::status(&self.summary(Some(result)));
-        let mut s = self.snapshot.write().await;
-        self.last_success_seconds.set(unix_secs(now));
-        s.last_success = Some(record.clone());
-        s.last_reconcile = Some(record);
+        self.publish(record, None).await;
     }
 
     /// One line for `systemctl status`: what is exposed and how the last reconcile went.

@@ -83,9 +83,7 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     read_env,
     reconcile_delta,
     event_rows,
-    lab_cpu,
-    lab_cpu_per_event,
-    lab_idle_rate,
+    LabCpuWindow,
     markdown_table,
     transact_once,
     set_of,
@@ -94,7 +92,7 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     wait_tools_idle,
     settle,
     wait_idle,
-    wait_lab_quiet,
+    record_lab_quiet,
     wait_reconciled,
 )
 
@@ -637,11 +635,7 @@ def measure(lab, w, agent, args, counts, smb=None):
     wait_tools_idle(w, lab.env)
     settle(w)
     wait_idle(agent, w, quiet=1.0)
-    if args.lab_quiet_timeout > 0:
-        waited, spent = wait_lab_quiet(args.lab_dir, w, args.lab_quiet_timeout)
-        res["lab_quiet_after_cold_start_s"] = waited
-        res["lab_cpu_until_quiet_s"] = spent
-        log(f"lab daemons quiet {waited} s after the tools (CPU s meanwhile: {spent})")
+    record_lab_quiet(res, args, w)
     res["rss_after_start"] = memory(agent)
 
     def one_by_one(ports, bound):
@@ -671,16 +665,13 @@ def measure(lab, w, agent, args, counts, smb=None):
             out["both_from_send"] = summary([max(a, b) for a, b in zip(lat, lat_smb)])
         return out
 
-    idle_rate = lab_idle_rate(args.lab_dir, w)
-    res["lab_idle_cpu_ms_per_s"] = {k: round(v * 1000, 1) for k, v in idle_rate.items()}
+    lab_window = LabCpuWindow(res, args.lab_dir, w)
     cpu0 = agent.cpu_seconds()
-    lab0 = lab_cpu(args.lab_dir)
     t_cpu0 = time.time()
     rec0 = metric_reconciles(lab.env)
     res["bind"] = one_by_one(events, True)
     cpu1 = agent.cpu_seconds()
-    res["bind"]["lab_cpu_ms_per_event"] = lab_cpu_per_event(
-        lab0, lab_cpu(args.lab_dir), len(events), idle_rate, time.time() - t_cpu0)
+    res["bind"]["lab_cpu_ms_per_event"] = lab_window.per_event(len(events))
     res["bind"]["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
     res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
     res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)

@@ -872,6 +872,31 @@ def wait_lab_quiet(lab_dir, w, timeout, limit=0.05, window=2.0):
     return round(time.time() - t0, 1), dict(sorted(spent.items(), key=lambda kv: -kv[1]))
 
 
+def record_lab_quiet(res, args, w):
+    """After a cold start: `wait_lab_quiet` (unless --lab-quiet-timeout is 0), recorded in
+    `res` and logged."""
+    if args.lab_quiet_timeout > 0:
+        waited, spent = wait_lab_quiet(args.lab_dir, w, args.lab_quiet_timeout)
+        res["lab_quiet_after_cold_start_s"] = waited
+        res["lab_cpu_until_quiet_s"] = spent
+        log(f"lab daemons quiet {waited} s after the tools (CPU s meanwhile: {spent})")
+
+
+class LabCpuWindow:
+    """The lab daemons' CPU over a measured phase beyond their idle pace (measured first, and
+    recorded in `res`): `per_event(n)` at the end of the phase."""
+
+    def __init__(self, res, lab_dir, w):
+        self.lab_dir = lab_dir
+        self.idle_rate = lab_idle_rate(lab_dir, w)
+        res["lab_idle_cpu_ms_per_s"] = {k: round(v * 1000, 1) for k, v in self.idle_rate.items()}
+        self.start, self.t0 = lab_cpu(lab_dir), time.time()
+
+    def per_event(self, events):
+        return lab_cpu_per_event(self.start, lab_cpu(self.lab_dir), events, self.idle_rate,
+                                 time.time() - self.t0)
+
+
 def lab_idle_rate(lab_dir, w, seconds=3.0):
     """CPU seconds per second of each lab daemon with nothing happening (the agent idle, no
     event): ovs-vswitchd with the userspace datapath polls its ports, and the others have
@@ -1022,11 +1047,7 @@ def measure(lab, w, agent, args, n_total):
     settle(w)
     wait_idle(agent, w, quiet=1.0)
     res["quiet_between_events"] = bool(args.quiet_between)
-    if args.lab_quiet_timeout > 0:
-        waited, spent = wait_lab_quiet(args.lab_dir, w, args.lab_quiet_timeout)
-        res["lab_quiet_after_cold_start_s"] = waited
-        res["lab_cpu_until_quiet_s"] = spent
-        log(f"lab daemons quiet {waited} s after the tools (CPU s meanwhile: {spent})")
+    record_lab_quiet(res, args, w)
     res["rss_after_start"] = agent.memory()
 
     # ---- single bind / unbind events ------------------------------------------------------
@@ -1056,16 +1077,13 @@ def measure(lab, w, agent, args, n_total):
             "address_to_reconcile_logged": summary(tail) if tail else None,
         }
 
-    idle_rate = lab_idle_rate(args.lab_dir, w)
-    res["lab_idle_cpu_ms_per_s"] = {k: round(v * 1000, 1) for k, v in idle_rate.items()}
+    lab_window = LabCpuWindow(res, args.lab_dir, w)
     cpu0 = agent.cpu_seconds()
-    lab0 = lab_cpu(args.lab_dir)
     t_cpu0 = time.time()
     rec0 = metric_reconciles(lab.env)
     res["bind"] = one_by_one(events, True)
     cpu1 = agent.cpu_seconds()
-    res["bind"]["lab_cpu_ms_per_event"] = lab_cpu_per_event(
-        lab0, lab_cpu(args.lab_dir), len(events), idle_rate, time.time() - t_cpu0)
+    res["bind"]["lab_cpu_ms_per_event"] = lab_window.per_event(len(events))
     res["bind"]["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
     res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
     res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)
