@@ -52,6 +52,7 @@ How the ports are made (see docs/sb-bgp-benchmark.md):
 """
 
 import argparse
+import contextlib
 import ctypes
 import datetime
 import json
@@ -872,6 +873,26 @@ def wait_lab_quiet(lab_dir, w, timeout, limit=0.05, window=2.0):
     return round(time.time() - t0, 1), dict(sorted(spent.items(), key=lambda kv: -kv[1]))
 
 
+@contextlib.contextmanager
+def vswitchd_stopped(lab_dir, enabled):
+    """With `enabled`, the lab's ovs-vswitchd stopped (SIGSTOP) inside, continued after: the single
+    events measured as beside an OVS that does no work on the agent's addresses and routes. OVS 3.5
+    with bgp-nic in a VRF does none (`vswitchd_address_cost.sh` in the VM tier); the lab's OVS 3.1,
+    its stand-in bgp-nic in no VRF, re-reads every route and address of the namespace per change
+    and fills a core at 30k exposures. Nothing the underlay's events do needs ovs-vswitchd."""
+    if not enabled:
+        yield
+        return
+    pid = int(open(os.path.join(lab_dir, "ovs", "ovs-vswitchd.pid")).read().strip())
+    os.kill(pid, signal.SIGSTOP)
+    log(f"ovs-vswitchd (pid {pid}) stopped for the single events")
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        log("ovs-vswitchd continued")
+
+
 def record_lab_quiet(res, args, w):
     """After a cold start: `wait_lab_quiet` (unless --lab-quiet-timeout is 0), recorded in
     `res` and logged."""
@@ -1047,6 +1068,7 @@ def measure(lab, w, agent, args, n_total):
     settle(w)
     wait_idle(agent, w, quiet=1.0)
     res["quiet_between_events"] = bool(args.quiet_between)
+    res["vswitchd_stopped_for_events"] = bool(args.stop_vswitchd)
     record_lab_quiet(res, args, w)
     res["rss_after_start"] = agent.memory()
 
@@ -1077,6 +1099,8 @@ def measure(lab, w, agent, args, n_total):
             "address_to_reconcile_logged": summary(tail) if tail else None,
         }
 
+    stopped = contextlib.ExitStack()
+    stopped.enter_context(vswitchd_stopped(args.lab_dir, args.stop_vswitchd))
     lab_window = LabCpuWindow(res, args.lab_dir, w)
     cpu0 = agent.cpu_seconds()
     t_cpu0 = time.time()
@@ -1092,6 +1116,7 @@ def measure(lab, w, agent, args, n_total):
     log(f"bind: {res['bind']['from_send']}")
     res["unbind"] = one_by_one(events, False)
     log(f"unbind: {res['unbind']['from_send']}")
+    stopped.close()
 
     # ---- a FIP added to router 0 and taken out again -----------------------------------------
     if lab.fip_router and args.fip_events > 0:
@@ -1296,6 +1321,9 @@ def machine_info():
     info["cpus"] = os.cpu_count()
     info["kernel"] = os.uname().release
     info["loadavg"] = open("/proc/loadavg").read().split()[:3]
+    # The lab's settings that change what the machine does beside the agent (scripts/lab/lib.sh).
+    info["lab"] = {k: os.environ[k] for k in ("LAB_OVN", "LAB_VSWITCHD_SYSTEM_ROUTES")
+                   if k in os.environ}
     return info
 
 
@@ -1312,6 +1340,10 @@ def main():
     ap.add_argument("--quiet-between", action="store_true",
                     help="before each single bind/unbind event, wait until the lab's daemons "
                          "are quiet (the events' latency on an otherwise idle machine)")
+    ap.add_argument("--stop-vswitchd", action="store_true",
+                    help="stop the lab's ovs-vswitchd (SIGSTOP) for the single bind/unbind "
+                         "events: the agent's figures beside an OVS that does no work on its "
+                         "addresses (OVS 3.5, bgp-nic in a VRF), which this lab cannot have")
     ap.add_argument("--lab-quiet-timeout", type=float, default=600.0,
                     help="after a cold start, wait (at most this long) until the lab's daemons "
                          "are quiet before measuring events; 0: measure at once")

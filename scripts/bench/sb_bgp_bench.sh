@@ -20,7 +20,10 @@
 # BENCH_LAB_QUIET (600: after a cold start, at most this many seconds waited until the lab's
 # daemons are quiet, ovs-vswitchd digesting thousands of new addresses for minutes; 0: no wait),
 # BENCH_QUIET_BETWEEN (set: before each single bind/unbind, wait until the lab's daemons are
-# quiet, so each event is measured on an otherwise idle machine),
+# quiet, so each event is measured on an otherwise idle machine), BENCH_STOP_VSWITCHD (set: the
+# lab's ovs-vswitchd stopped during the single bind/unbind events, as beside an OVS that does no
+# work on the agent's addresses: OVS 3.5 with bgp-nic in a VRF; see vswitchd_address_cost.sh),
+# LAB_VSWITCHD_SYSTEM_ROUTES=0 (the lab's ovs-vswitchd started with --disable-system-route),
 # BENCH_OUT (JSON results, default $LAB_DIR/../sb-bgp-bench-<time>.json), CARGO_TARGET_DIR
 # (where the release build goes: a profiling build, e.g. with frame pointers, apart), BENCH_AGENT
 # (measure that binary instead of building one: an A/B against another commit), and the lab's own
@@ -56,5 +59,5 @@ python3 scripts/bench/sb_bgp_bench.py \
     --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" $evpn --out "$out" \
     --fips-per-router "${BENCH_FIPS_PER_ROUTER:-500}" --fip-events "${BENCH_FIP_EVENTS:-50}" \
     --lab-quiet-timeout "${BENCH_LAB_QUIET:-600}" \
-    ${BENCH_QUIET_BETWEEN:+--quiet-between}
+    ${BENCH_QUIET_BETWEEN:+--quiet-between} ${BENCH_STOP_VSWITCHD:+--stop-vswitchd}
 echo "==> JSON results: $out"

@@ -31,6 +31,12 @@
 #                     25.03: OVN central, northd, ovn-controller and its OVS from Debian 13's
 #                     packages (OVN 25.03, OVS 3.5) in a cached chroot (see ovn-chroot.sh); FRR,
 #                     the ToR, the agent and the clients (ovn-nbctl, ovs-vsctl...) stay the host's
+#   LAB_VSWITCHD_SYSTEM_ROUTES
+#                     1 (default): the chassis' ovs-vswitchd keeps its copy of the kernel's routes,
+#                     as it does by default; 0: started with --disable-system-route (it then does no
+#                     work per route or address change: on a busy gateway, each address among N
+#                     costs it O(N^2), see docs/sb-bgp-benchmark.md "The rest of the machine"). No
+#                     tunnel can then be routed by the userspace datapath: not with LAB_CHASSIS2=1
 
 LAB_DIR=${LAB_DIR:-/tmp/ovn-bgp-lab}
 # One spelling per lab: down.sh recognises the lab's processes by "$LAB_DIR/" in their command line.
@@ -47,6 +53,7 @@ LAB_PROVIDER_VLAN=${LAB_PROVIDER_VLAN:-}
 LAB_OVN=${LAB_OVN:-system}
 LAB_CHASSIS2=${LAB_CHASSIS2:-0}
 LAB_EVPN=${LAB_EVPN:-0}
+LAB_VSWITCHD_SYSTEM_ROUTES=${LAB_VSWITCHD_SYSTEM_ROUTES:-1}
 # The chroot the OVN/OVS daemons run in (LAB_OVN=25.03), empty for the host's packages.
 OVN_ROOT=""
 
@@ -295,7 +302,7 @@ load_lab_settings() {
             [[ $value =~ ^[0-9]+$ ]] || die "bad $key=$value in $LAB_ENV"
             printf -v "$key" '%s' "$value"
             ;;
-        LAB_CHASSIS2 | LAB_EVPN)
+        LAB_CHASSIS2 | LAB_EVPN | LAB_VSWITCHD_SYSTEM_ROUTES)
             [[ $value =~ ^[01]$ ]] || die "bad $key=$value in $LAB_ENV"
             printf -v "$key" '%s' "$value"
             ;;
@@ -425,10 +432,12 @@ start_northd() {
 }
 
 start_ovs_vswitchd() {
+    local opts=()
+    ((LAB_VSWITCHD_SYSTEM_ROUTES)) || opts+=(--disable-system-route)
     start_daemon ovs-vswitchd "$OVS_DIR/ovs-vswitchd.log" \
         ip netns exec "$NS_CHASSIS" "${OVN_PREFIX[@]}" ovs-vswitchd "unix:$OVS_SOCK" --detach --no-chdir \
         --pidfile="$OVS_DIR/ovs-vswitchd.pid" --log-file="$OVS_DIR/ovs-vswitchd.log" \
-        --unixctl="$OVS_DIR/ovs-vswitchd.ctl"
+        --unixctl="$OVS_DIR/ovs-vswitchd.ctl" "${opts[@]}"
 }
 
 # bring_up_br_ex: the provider bridge's link is up, as the host's network configuration keeps it.

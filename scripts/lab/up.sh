@@ -44,6 +44,11 @@ esac
 
 [[ $LAB_CHASSIS2 =~ ^[01]$ ]] || die "LAB_CHASSIS2 must be 0 or 1 (a second chassis), got '$LAB_CHASSIS2'"
 [[ $LAB_EVPN =~ ^[01]$ ]] || die "LAB_EVPN must be 0 or 1 (an l2vpn evpn ToR), got '$LAB_EVPN'"
+[[ $LAB_VSWITCHD_SYSTEM_ROUTES =~ ^[01]$ ]] ||
+    die "LAB_VSWITCHD_SYSTEM_ROUTES must be 1 (ovs-vswitchd's default) or 0 (--disable-system-route), got '$LAB_VSWITCHD_SYSTEM_ROUTES'"
+if ((LAB_CHASSIS2 && !LAB_VSWITCHD_SYSTEM_ROUTES)); then
+    die "LAB_VSWITCHD_SYSTEM_ROUTES=0 leaves the userspace datapath no route for the geneve tunnel of LAB_CHASSIS2=1"
+fi
 
 if ! [[ $LAB_SB_CLUSTER =~ ^[013]$ ]]; then
     die "LAB_SB_CLUSTER must be 0 (one SB server) or 3 (a 3-member RAFT cluster): $LAB_SB_CLUSTER"
@@ -134,6 +139,7 @@ LAB_OVN=$LAB_OVN
 OVN_ROOT=$OVN_ROOT
 LAB_CHASSIS2=$LAB_CHASSIS2
 LAB_EVPN=$LAB_EVPN
+LAB_VSWITCHD_SYSTEM_ROUTES=$LAB_VSWITCHD_SYSTEM_ROUTES
 EOF
 
 # ---------------------------------------------------------------------------------------------
