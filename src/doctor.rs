@@ -1,8 +1,9 @@
 //! `ovn-bgp-agent doctor`: checks the host prerequisites of the configured mode and says what to
 //! fix, before (or beside) a running agent: the local OVS database and the chassis identity,
 //! the OVN databases, FRR's vty sockets, the provider bridges, IP forwarding and reverse-path
-//! filtering, the privileges of the mode ([`crate::caps::privilege`]), and the kernel's
-//! VRF/dummy support. Read-only: it changes nothing.
+//! filtering, the privileges of the mode ([`crate::caps::privilege`]), the kernel's VRF/dummy
+//! support, and whether ovs-vswitchd follows bgp_vrf's routing table. Read-only: it changes
+//! nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,6 +54,87 @@ fn finding(severity: Severity, check: &str, detail: impl Into<String>, fix: &str
         check: check.to_owned(),
         detail: detail.into(),
         fix: fix.to_owned(),
+    }
+}
+
+/// Whether an ovs-vswitchd of a version follows only the main routing tables, or re-reads
+/// every route of every table (a VRF's included) at each route change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RouteTableFix {
+    /// OVS commit 840979663 ("route-table: Avoid routes from non-standard routing tables").
+    Present,
+    Missing,
+    Unknown,
+}
+
+/// The releases that have the fix, by branch: 2.17.10, 3.0.7, 3.1.5, 3.2.3, 3.3.1, and every
+/// release from 3.4.0 on (the branches before 2.17 had ended and have none).
+fn route_table_fix(ovs_version: &str) -> RouteTableFix {
+    let mut parts = ovs_version
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map(str::parse::<u32>);
+    let (Some(Ok(major)), Some(Ok(minor)), Some(Ok(patch))) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return RouteTableFix::Unknown;
+    };
+    let first_fixed_patch = match (major, minor) {
+        (0 | 1, _) => return RouteTableFix::Missing,
+        (2, 0..=16) => return RouteTableFix::Missing,
+        (2, 17) => 10,
+        (2, _) => return RouteTableFix::Unknown,
+        (3, 0) => 7,
+        (3, 1) => 5,
+        (3, 2) => 3,
+        (3, 3) => 1,
+        _ => 0,
+    };
+    if patch >= first_fixed_patch {
+        RouteTableFix::Present
+    } else {
+        RouteTableFix::Missing
+    }
+}
+
+/// ovs-vswitchd's reaction to the agent's addresses: each exposed IP is an address on bgp-nic
+/// with a local route in bgp_vrf's table, and an ovs-vswitchd without the fix reads every route
+/// of the namespace again at each change, with work per route that grows with the addresses:
+/// quadratic in the IPs this chassis exposes (docs/sb-bgp-benchmark.md, "ovs-vswitchd on a real
+/// gateway": 0.1 s of its CPU per address at 2k, 3 s at 10k, 30 s at 30k).
+fn route_table_finding(ovs_version: Option<&str>) -> Finding {
+    const CHECK: &str = "ovs-vswitchd routes";
+    let Some(version) = ovs_version else {
+        return finding(
+            Severity::Warn,
+            CHECK,
+            "Open_vSwitch has no ovs_version (ovs-vswitchd was not started by ovs-ctl):              cannot tell whether it follows bgp_vrf's routing table",
+            "check `ovs-vswitchd --version` against 2.17.10, 3.0.7, 3.1.5, 3.2.3, 3.3.1 or              3.4 and later (see the warning this check gives for an older one)",
+        );
+    };
+    match route_table_fix(version) {
+        RouteTableFix::Present => finding(
+            Severity::Ok,
+            CHECK,
+            format!(
+                "Open vSwitch {version} follows only the main routing tables (bgp_vrf's                  routes cost it nothing)"
+            ),
+            "",
+        ),
+        RouteTableFix::Missing => finding(
+            Severity::Warn,
+            CHECK,
+            format!(
+                "Open vSwitch {version} reads every route of every routing table again at each                  route change, bgp_vrf's included: each IP exposed here costs it CPU that grows                  with the square of the IPs exposed (about 0.1 s per change at 2k exposed IPs,                  3 s at 10k, 30 s at 30k; nothing to notice at a few hundred)"
+            ),
+            "on a gateway exposing thousands of IPs, upgrade Open vSwitch to 2.17.10, 3.0.7,              3.1.5, 3.2.3, 3.3.1 or 3.4 and later (OVS commit 840979663, which a distribution              package may carry under an older version) and keep bgp-nic in its VRF",
+        ),
+        RouteTableFix::Unknown => finding(
+            Severity::Warn,
+            CHECK,
+            format!("Open_vSwitch ovs_version {version:?} is not a version this check reads"),
+            "check that ovs-vswitchd has OVS commit 840979663 (2.17.10, 3.0.7, 3.1.5, 3.2.3,              3.3.1, 3.4 and later)",
+        ),
     }
 }
 
@@ -156,8 +238,10 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
         .await
         .map_err(|_| format!("{ovsdb}: no answer within {IDENTITY_TIMEOUT:?}"))
         .and_then(|r| r.map_err(|e| e.to_string()));
+    let mut ovs_version = None;
     let identity = match connected {
-        Ok((_, id)) => {
+        Ok((watch, id)) => {
+            ovs_version = Some(watch.ovs_version());
             out.push(finding(
                 Severity::Ok,
                 "local OVS database",
@@ -180,6 +264,11 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
             None
         }
     };
+
+    // What ovs-vswitchd does with the routes of the addresses the agent adds.
+    if let Some(version) = ovs_version {
+        out.push(route_table_finding(version.as_deref()));
+    }
 
     // The OVN databases the configured driver reads.
     let driver = config.default.driver.as_str();
@@ -399,6 +488,49 @@ mod tests {
             e.contains("/nonexistent.sock") && e.contains("bogus:1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_route_table_fix_is_known_by_branch() {
+        use RouteTableFix::*;
+        for (version, want) in [
+            ("2.13.8", Missing),
+            ("2.17.9", Missing),
+            ("2.17.10", Present),
+            ("3.0.6", Missing),
+            ("3.0.7", Present),
+            ("3.1.0", Missing),
+            ("3.1.4", Missing),
+            ("3.1.5", Present),
+            ("3.2.2", Missing),
+            ("3.2.3", Present),
+            ("3.3.0", Missing),
+            ("3.3.1", Present),
+            ("3.4.0", Present),
+            ("3.5.0", Present),
+            ("4.0.0", Present),
+            // Distribution suffixes after the version are ignored.
+            ("3.1.0-2+deb12u1", Missing),
+            ("3.3.4-0ubuntu1", Present),
+            ("", Unknown),
+            ("3.1", Unknown),
+            ("banana", Unknown),
+            ("2.18.0", Unknown),
+        ] {
+            assert_eq!(route_table_fix(version), want, "{version:?}");
+        }
+        let old = route_table_finding(Some("3.1.0"));
+        assert_eq!(old.severity, Severity::Warn);
+        assert!(
+            old.to_string()
+                .contains("Open vSwitch 3.1.0 reads every route"),
+            "{old}"
+        );
+        assert!(old.fix.contains("3.1.5"), "{old}");
+        assert_eq!(route_table_finding(Some("3.5.0")).severity, Severity::Ok);
+        let unset = route_table_finding(None);
+        assert_eq!(unset.severity, Severity::Warn);
+        assert!(unset.detail.contains("no ovs_version"), "{unset}");
     }
 
     #[test]

@@ -197,6 +197,13 @@ fn metrics_probes_status_and_explain_describe_what_the_agent_does() {
     ] {
         assert!(text.contains(line), "{line} not in:\n{text}");
     }
+    // The lab's OVS is Debian 12's 3.1.0 (or 3.5.0 with LAB_OVN=25.03), its version in
+    // Open_vSwitch as ovs-ctl writes it.
+    assert!(
+        text.contains("warn ovs-vswitchd routes: Open vSwitch 3.1.0 reads every route")
+            || text.contains("ok   ovs-vswitchd routes: Open vSwitch 3.5.0 follows only"),
+        "{text}"
+    );
     let broken = lab.dir().join("doctor-broken.conf");
     std::fs::write(&broken, "[frr]\nvty_socket_dir = /nonexistent-frr\n").unwrap();
     let out = doctor(Some(&broken));

@@ -221,7 +221,9 @@ start_daemon "ovsdb-server (conf.db)" "$OVS_DIR/ovsdb-server.log" \
     --pidfile="$OVS_DIR/ovsdb-server.pid" --log-file="$OVS_DIR/ovsdb-server.log" \
     --unixctl="$OVS_DIR/ovsdb-server.ctl" --remote="punix:$OVS_SOCK"
 vsctl --no-wait init
+# ovs_version as ovs-ctl writes it when it starts ovs-vswitchd (the agent's doctor reads it).
 vsctl --no-wait set Open_vSwitch . \
+    "ovs_version=$(ovn_run ovs-vswitchd --version | sed -n 's/^ovs-vswitchd (Open vSwitch) //p' | head -1)" \
     "external_ids:system-id=$CHASSIS_NAME" \
     "external_ids:hostname=$CHASSIS_HOSTNAME" \
     "external_ids:ovn-remote=$(sb_unix_remotes)" \

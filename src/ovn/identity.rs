@@ -162,7 +162,11 @@ impl IdentityWatch {
         client_config.max_message_size = crate::ovn::connect::max_message_size(config);
         let client = OvsdbClient::connect(
             client_config,
-            MonitorSpec::default().table(TableSpec::new("Open_vSwitch", &["external_ids"])),
+            // `ovs_version` only for `doctor` (`ovs-ctl` writes it at start): not identity.
+            MonitorSpec::default().table(TableSpec::new(
+                "Open_vSwitch",
+                &["external_ids", "ovs_version"],
+            )),
         )
         .await
         .map_err(|source| IdentityError::Ovsdb {
@@ -184,6 +188,17 @@ impl IdentityWatch {
     /// The last usable identity.
     pub fn current(&self) -> &ChassisIdentity {
         &self.current
+    }
+
+    /// `Open_vSwitch.ovs_version` as `ovs-ctl` wrote it when it started ovs-vswitchd; `None`
+    /// when unset (ovs-vswitchd started some other way).
+    pub fn ovs_version(&self) -> Option<String> {
+        let replica = self.client.replica();
+        let table = replica.get_table("Open_vSwitch").ok()?;
+        let row = table.iter().next()?;
+        row.opt_str("ovs_version")
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
     }
 
     /// Wait until the identity changes; `None` when the client stopped. Cancel-safe: nothing is
