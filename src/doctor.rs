@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpStream, UnixStream};
 
+use crate::caps::ovs::route_table::{RouteTableFix, route_table_fix};
 use crate::caps::ovsdb::Remote;
 use crate::config::AgentConfig;
 use crate::ovn::identity::IdentityWatch;
@@ -54,46 +55,6 @@ fn finding(severity: Severity, check: &str, detail: impl Into<String>, fix: &str
         check: check.to_owned(),
         detail: detail.into(),
         fix: fix.to_owned(),
-    }
-}
-
-/// Whether an ovs-vswitchd of a version follows only the main routing tables, or re-reads
-/// every route of every table (a VRF's included) at each route change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RouteTableFix {
-    /// OVS commit 840979663 ("route-table: Avoid routes from non-standard routing tables").
-    Present,
-    Missing,
-    Unknown,
-}
-
-/// The releases that have the fix, by branch: 2.17.10, 3.0.7, 3.1.5, 3.2.3, 3.3.1, and every
-/// release from 3.4.0 on (the branches before 2.17 had ended and have none).
-fn route_table_fix(ovs_version: &str) -> RouteTableFix {
-    let mut parts = ovs_version
-        .split(|c: char| !c.is_ascii_digit())
-        .take(3)
-        .map(str::parse::<u32>);
-    let (Some(Ok(major)), Some(Ok(minor)), Some(Ok(patch))) =
-        (parts.next(), parts.next(), parts.next())
-    else {
-        return RouteTableFix::Unknown;
-    };
-    let first_fixed_patch = match (major, minor) {
-        (0 | 1, _) => return RouteTableFix::Missing,
-        (2, 0..=16) => return RouteTableFix::Missing,
-        (2, 17) => 10,
-        (2, _) => return RouteTableFix::Unknown,
-        (3, 0) => 7,
-        (3, 1) => 5,
-        (3, 2) => 3,
-        (3, 3) => 1,
-        _ => 0,
-    };
-    if patch >= first_fixed_patch {
-        RouteTableFix::Present
-    } else {
-        RouteTableFix::Missing
     }
 }
 
@@ -491,34 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn the_route_table_fix_is_known_by_branch() {
-        use RouteTableFix::*;
-        for (version, want) in [
-            ("2.13.8", Missing),
-            ("2.17.9", Missing),
-            ("2.17.10", Present),
-            ("3.0.6", Missing),
-            ("3.0.7", Present),
-            ("3.1.0", Missing),
-            ("3.1.4", Missing),
-            ("3.1.5", Present),
-            ("3.2.2", Missing),
-            ("3.2.3", Present),
-            ("3.3.0", Missing),
-            ("3.3.1", Present),
-            ("3.4.0", Present),
-            ("3.5.0", Present),
-            ("4.0.0", Present),
-            // Distribution suffixes after the version are ignored.
-            ("3.1.0-2+deb12u1", Missing),
-            ("3.3.4-0ubuntu1", Present),
-            ("", Unknown),
-            ("3.1", Unknown),
-            ("banana", Unknown),
-            ("2.18.0", Unknown),
-        ] {
-            assert_eq!(route_table_fix(version), want, "{version:?}");
-        }
+    fn the_route_table_finding_says_what_to_do() {
         let old = route_table_finding(Some("3.1.0"));
         assert_eq!(old.severity, Severity::Warn);
         assert!(

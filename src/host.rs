@@ -139,6 +139,8 @@ pub struct Agent {
     behind_since: tokio::time::Instant,
     /// The last apply's other errors, which the chains' outcome joins once they are done.
     standing: Vec<ObjectError>,
+    /// Warns once when this host's ovs-vswitchd would spend much on the agent's addresses.
+    route_table_advice: crate::caps::ovs::route_table::RouteTableAdvice,
     stats: LoopStats,
     telemetry: Arc<Telemetry>,
     /// `explain` requests from the control socket, served between wake-ups.
@@ -202,6 +204,7 @@ impl Agent {
             behind: Vec::new(),
             behind_since: tokio::time::Instant::now(),
             standing: Vec::new(),
+            route_table_advice: Default::default(),
             stats: LoopStats::default(),
             telemetry,
             explain_rx,
@@ -350,6 +353,15 @@ impl Agent {
             Ok((report, desired)) => (Ok(report), Some(desired.clone())),
             Err(e) => (Err(e.clone()), None),
         };
+        if let Some(d) = &desired {
+            let version = self.ctx.identity.ovs_version();
+            if let Some(warning) = self
+                .route_table_advice
+                .check(version.as_deref(), d.addresses.len())
+            {
+                warn!("{warning}");
+            }
+        }
         self.telemetry
             .reconciled(why, started.elapsed(), report, desired)
             .await;

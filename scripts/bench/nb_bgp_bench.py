@@ -52,6 +52,7 @@ tenant switches, 20k router ports, 20k NAT rows, 10 provider switches.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -78,6 +79,7 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     measured_ip,
     metric_reconciles,
     netlink_socket_in,
+    vswitchd_stopped,
     omap,
     parse_log_line,
     read_env,
@@ -665,6 +667,9 @@ def measure(lab, w, agent, args, counts, smb=None):
             out["both_from_send"] = summary([max(a, b) for a, b in zip(lat, lat_smb)])
         return out
 
+    res["vswitchd_stopped_for_events"] = bool(args.stop_vswitchd)
+    stopped = contextlib.ExitStack()
+    stopped.enter_context(vswitchd_stopped(args.lab_dir, args.stop_vswitchd))
     lab_window = LabCpuWindow(res, args.lab_dir, w)
     cpu0 = agent.cpu_seconds()
     t_cpu0 = time.time()
@@ -680,6 +685,7 @@ def measure(lab, w, agent, args, counts, smb=None):
     log(f"bind: {res['bind']['from_send']}")
     res["unbind"] = one_by_one(events, False)
     log(f"unbind: {res['unbind']['from_send']}")
+    stopped.close()
 
     def burst_run(ports, bound, single_txn):
         wait_idle(agent, w, quiet=0.5)
@@ -1091,6 +1097,10 @@ def main():
     ap.add_argument("--lab-quiet-timeout", type=float, default=600.0,
                     help="after a cold start, wait (at most this long) until the lab's daemons "
                          "are quiet before measuring events; 0: measure at once")
+    ap.add_argument("--stop-vswitchd", action="store_true",
+                    help="stop the lab's ovs-vswitchd (SIGSTOP) for the single bind/unbind "
+                         "events, as the SB bench's option (not with --ovn, whose FDB entries "
+                         "ovs-vswitchd takes)")
     ap.add_argument("--settle", type=float, default=5.0,
                     help="seconds to wait after loading the bulk")
     ap.add_argument("--gap", type=float, default=0.05,
@@ -1126,6 +1136,8 @@ def main():
     if args.report:
         print(markdown(json.load(open(args.report))))
         return
+    if args.stop_vswitchd and args.ovn:
+        ap.error("--stop-vswitchd stops the ovs-vswitchd that takes --ovn's FDB entries")
 
     env = read_env(args.lab_dir)
     # The OVSDB connection of the Watcher (named `sb` there) is the Northbound here.

@@ -19,6 +19,8 @@
 # BENCH_SETTLE (0: seconds to wait after a cold start, besides the wait for the agent's tool chains),
 # BENCH_LAB_QUIET (600: after a cold start, at most this many seconds waited until the lab's
 # daemons are quiet, ovs-vswitchd digesting thousands of new addresses for minutes; 0: no wait),
+# BENCH_STOP_VSWITCHD (set: the lab's ovs-vswitchd stopped during the single bind/unbind events,
+# as with sb_bgp_bench.sh; not with --ovn),
 # BENCH_OUT (JSON results, default $LAB_DIR/../nb-bgp-bench-<time>.json),
 # CARGO_TARGET_DIR (where the release build goes), BENCH_AGENT (measure that binary instead of
 # building one: an A/B against another commit), and the lab's own LAB_DIR / LAB_NS_PREFIX /
@@ -100,5 +102,6 @@ python3 scripts/bench/nb_bgp_bench.py \
     --events "${BENCH_EVENTS:-200}" --burst "${BENCH_BURST:-50}" \
     --cold-start-ports "${BENCH_COLD_PORTS:-100}" --cold-starts "${BENCH_COLD_STARTS:-3}" \
     --full-reconciles "${BENCH_FULL_RECONCILES:-5}" --busy "$busy" $ovn \
-    --lab-quiet-timeout "${BENCH_LAB_QUIET:-600}" --out "$out" "${upstream_args[@]}"
+    --lab-quiet-timeout "${BENCH_LAB_QUIET:-600}" ${BENCH_STOP_VSWITCHD:+--stop-vswitchd} \
+    --out "$out" "${upstream_args[@]}"
 echo "==> JSON results: $out"

@@ -162,7 +162,7 @@ impl IdentityWatch {
         client_config.max_message_size = crate::ovn::connect::max_message_size(config);
         let client = OvsdbClient::connect(
             client_config,
-            // `ovs_version` only for `doctor` (`ovs-ctl` writes it at start): not identity.
+            // `ovs_version` is not identity: for `doctor` and the route-table advice.
             MonitorSpec::default().table(TableSpec::new(
                 "Open_vSwitch",
                 &["external_ids", "ovs_version"],
@@ -261,6 +261,8 @@ pub struct IdentitySource {
     feed: std::sync::Arc<tokio::sync::OnceCell<tokio::sync::watch::Receiver<ChassisIdentity>>>,
     /// The sender of a fixed identity, kept so that its receivers never see it closed.
     _fixed_sender: Option<std::sync::Arc<tokio::sync::watch::Sender<ChassisIdentity>>>,
+    /// `Open_vSwitch.ovs_version` when the feed connected (see [`IdentitySource::ovs_version`]).
+    ovs_version: std::sync::Arc<std::sync::OnceLock<Option<String>>>,
 }
 
 impl std::fmt::Debug for IdentitySource {
@@ -278,6 +280,7 @@ impl IdentitySource {
             config,
             feed: Default::default(),
             _fixed_sender: None,
+            ovs_version: Default::default(),
         }
     }
 
@@ -288,7 +291,15 @@ impl IdentitySource {
             config,
             feed: std::sync::Arc::new(tokio::sync::OnceCell::new_with(Some(rx))),
             _fixed_sender: Some(std::sync::Arc::new(tx)),
+            ovs_version: Default::default(),
         }
+    }
+
+    /// The local ovs-vswitchd's version as `ovs-ctl` wrote it in `Open_vSwitch.ovs_version`,
+    /// read when the feed connected; `None` before, when unset, or for a fixed identity. (An
+    /// upgrade restarts ovs-vswitchd and, with its packaging, usually the agent.)
+    pub fn ovs_version(&self) -> Option<String> {
+        self.ovs_version.get().cloned().flatten()
     }
 
     /// The identity feed: connects and reads the row on the first call, then follows it in a
@@ -300,6 +311,7 @@ impl IdentitySource {
         self.feed
             .get_or_try_init(|| async {
                 let (mut watch, identity) = IdentityWatch::connect(&self.config).await?;
+                let _ = self.ovs_version.set(watch.ovs_version());
                 let (tx, rx) = tokio::sync::watch::channel(identity);
                 tokio::spawn(async move {
                     loop {

@@ -6,6 +6,7 @@
 //! - `fdb`: static FDB entries (`fdb/add`), owned by this process's memory.
 //! - `flows`: canonical flow keys, dump parsing, `add-flows` batches.
 //! - `tools`: running the two tools against a configurable OVS run directory.
+//! - `route_table`: whether ovs-vswitchd follows the agent's routing tables (its version).
 //! - `reconciler`: desired flows vs. the bridges' dumps, one `ovs-ofctl` per bridge, and the
 //!   periodic check that reinstalls flows after an OVS restart or `emer-reset`.
 
@@ -14,6 +15,7 @@ pub(crate) mod fdb;
 pub(crate) mod flows;
 pub(crate) mod ports;
 pub(crate) mod reconciler;
+pub(crate) mod route_table;
 pub(crate) mod tools;
 
 use std::process::ExitStatus;
