@@ -879,7 +879,8 @@ def vswitchd_stopped(lab_dir, enabled):
     events measured as beside an OVS that does no work on the agent's addresses and routes. OVS 3.5
     with bgp-nic in a VRF does none (`vswitchd_address_cost.sh` in the VM tier); the lab's OVS 3.1,
     its stand-in bgp-nic in no VRF, re-reads every route and address of the namespace per change
-    and fills a core at 30k exposures. Nothing the underlay's events do needs ovs-vswitchd."""
+    and fills a core at 30k exposures. The events need ovs-vswitchd only for the first VM of a
+    provider network (its flows), and the bench's networks have theirs from the cold start."""
     if not enabled:
         yield
         return
