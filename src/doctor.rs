@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::caps::ovs::route_table::{RouteTableFix, route_table_fix};
+use crate::caps::ovs::route_table::{FIXED_IN, RouteTableFix, route_table_fix};
 use crate::caps::ovsdb::Remote;
 use crate::config::AgentConfig;
 use crate::ovn::identity::IdentityWatch;
@@ -69,8 +69,12 @@ fn route_table_finding(ovs_version: Option<&str>) -> Finding {
         return finding(
             Severity::Warn,
             CHECK,
-            "Open_vSwitch has no ovs_version (ovs-vswitchd was not started by ovs-ctl):              cannot tell whether it follows bgp_vrf's routing table",
-            "check `ovs-vswitchd --version` against 2.17.10, 3.0.7, 3.1.5, 3.2.3, 3.3.1 or              3.4 and later (see the warning this check gives for an older one)",
+            "Open_vSwitch has no ovs_version (ovs-vswitchd was not started by ovs-ctl): \
+             cannot tell whether it follows bgp_vrf's routing table",
+            &format!(
+                "check `ovs-vswitchd --version` against {FIXED_IN} (see the warning this check \
+                 gives for an older one)"
+            ),
         );
     };
     match route_table_fix(version) {
@@ -78,7 +82,8 @@ fn route_table_finding(ovs_version: Option<&str>) -> Finding {
             Severity::Ok,
             CHECK,
             format!(
-                "Open vSwitch {version} follows only the main routing tables (bgp_vrf's                  routes cost it nothing)"
+                "Open vSwitch {version} follows only the main routing tables (bgp_vrf's \
+                 routes cost it nothing)"
             ),
             "",
         ),
@@ -86,15 +91,22 @@ fn route_table_finding(ovs_version: Option<&str>) -> Finding {
             Severity::Warn,
             CHECK,
             format!(
-                "Open vSwitch {version} reads every route of every routing table again at each                  route change, bgp_vrf's included: each IP exposed here costs it CPU that grows                  with the square of the IPs exposed (about 0.1 s per change at 2k exposed IPs,                  3 s at 10k, 30 s at 30k; nothing to notice at a few hundred)"
+                "Open vSwitch {version} reads every route of every routing table again at each \
+                 route change, bgp_vrf's included: each IP exposed here costs it CPU that grows \
+                 with the square of the IPs exposed (about 0.1 s per change at 2k exposed IPs, \
+                 3 s at 10k, 30 s at 30k; nothing to notice at a few hundred)"
             ),
-            "on a gateway exposing thousands of IPs, upgrade Open vSwitch to 2.17.10, 3.0.7,              3.1.5, 3.2.3, 3.3.1 or 3.4 and later (OVS commit 840979663, which a distribution              package may carry under an older version) and keep bgp-nic in its VRF",
+            &format!(
+                "on a gateway exposing thousands of IPs, upgrade Open vSwitch to {FIXED_IN} \
+                 (OVS commit 840979663, which a distribution package may carry under an older \
+                 version) and keep bgp-nic in its VRF"
+            ),
         ),
         RouteTableFix::Unknown => finding(
             Severity::Warn,
             CHECK,
             format!("Open_vSwitch ovs_version {version:?} is not a version this check reads"),
-            "check that ovs-vswitchd has OVS commit 840979663 (2.17.10, 3.0.7, 3.1.5, 3.2.3,              3.3.1, 3.4 and later)",
+            &format!("check that ovs-vswitchd has OVS commit 840979663 ({FIXED_IN})"),
         ),
     }
 }
@@ -199,10 +211,13 @@ pub async fn run(config: &AgentConfig) -> Vec<Finding> {
         .await
         .map_err(|_| format!("{ovsdb}: no answer within {IDENTITY_TIMEOUT:?}"))
         .and_then(|r| r.map_err(|e| e.to_string()));
-    let mut ovs_version = None;
+    // `None` without a database; `Some(None)` when its row names no version.
+    let ovs_version = connected
+        .as_ref()
+        .ok()
+        .map(|(watch, _)| watch.ovs_version());
     let identity = match connected {
-        Ok((watch, id)) => {
-            ovs_version = Some(watch.ovs_version());
+        Ok((_, id)) => {
             out.push(finding(
                 Severity::Ok,
                 "local OVS database",
@@ -465,6 +480,13 @@ mod tests {
         let unset = route_table_finding(None);
         assert_eq!(unset.severity, Severity::Warn);
         assert!(unset.detail.contains("no ovs_version"), "{unset}");
+        let ok = route_table_finding(Some("3.5.0"));
+        for f in [old, unset, ok, route_table_finding(Some("banana"))] {
+            assert!(
+                !f.detail.contains("  ") && !f.fix.contains("  "),
+                "a run of spaces in: {f}"
+            );
+        }
     }
 
     #[test]

@@ -355,10 +355,7 @@ impl Agent {
         };
         if let Some(d) = &desired {
             let version = self.ctx.identity.ovs_version();
-            if let Some(warning) = self
-                .route_table_advice
-                .check(version.as_deref(), d.addresses.len())
-            {
+            if let Some(warning) = self.route_table_advice.check(version, d.addresses.len()) {
                 warn!("{warning}");
             }
         }

@@ -298,8 +298,8 @@ impl IdentitySource {
     /// The local ovs-vswitchd's version as `ovs-ctl` wrote it in `Open_vSwitch.ovs_version`,
     /// read when the feed connected; `None` before, when unset, or for a fixed identity. (An
     /// upgrade restarts ovs-vswitchd and, with its packaging, usually the agent.)
-    pub fn ovs_version(&self) -> Option<String> {
-        self.ovs_version.get().cloned().flatten()
+    pub fn ovs_version(&self) -> Option<&str> {
+        self.ovs_version.get()?.as_deref()
     }
 
     /// The identity feed: connects and reads the row on the first call, then follows it in a

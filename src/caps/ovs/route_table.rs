@@ -17,6 +17,9 @@ pub(crate) enum RouteTableFix {
     Unknown,
 }
 
+/// The releases that have the fix, as the messages name them ([`route_table_fix`] decides).
+pub(crate) const FIXED_IN: &str = "2.17.10, 3.0.7, 3.1.5, 3.2.3, 3.3.1, and 3.4 and later";
+
 /// The releases that have the fix, by branch: 2.17.10, 3.0.7, 3.1.5, 3.2.3, 3.3.1, and every
 /// release from 3.4.0 on (the branches before 2.17 had ended and have none).
 pub(crate) fn route_table_fix(ovs_version: &str) -> RouteTableFix {
@@ -75,8 +78,8 @@ impl RouteTableAdvice {
             "ovs-vswitchd {version} reads every route of every routing table again at each \
              route change (the VRFs' included): with the {addresses} addresses this agent holds, \
              each exposure that changes costs it about {seconds:.1} s of CPU, growing with the \
-             square of the addresses; Open vSwitch 2.17.10, 3.0.7, 3.1.5, 3.2.3, 3.3.1 and 3.4 \
-             on do not (OVS commit 840979663); see `ovn-bgp-agent doctor`"
+             square of the addresses; Open vSwitch {FIXED_IN} do not (OVS commit 840979663); \
+             see `ovn-bgp-agent doctor`"
         ))
     }
 }
@@ -128,6 +131,7 @@ mod tests {
             warning.contains("ovs-vswitchd 3.1.0") && warning.contains("about 2.5 s of CPU"),
             "{warning}"
         );
+        assert!(!warning.contains("  "), "a run of spaces in: {warning}");
         assert_eq!(advice.check(Some("3.1.0"), 30_000), None, "only once");
     }
 }
