@@ -52,7 +52,6 @@ tenant switches, 20k router ports, 20k NAT rows, 10 provider switches.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -77,15 +76,13 @@ from sb_bgp_bench import (  # noqa: E402  (the SB bench is the library of this o
     machine_info,
     mac_of,
     measured_ip,
-    metric_reconciles,
     netlink_socket_in,
-    vswitchd_stopped,
+    add_event_args,
+    bind_and_unbind,
     omap,
     parse_log_line,
     read_env,
-    reconcile_delta,
     event_rows,
-    LabCpuWindow,
     markdown_table,
     transact_once,
     set_of,
@@ -667,25 +664,7 @@ def measure(lab, w, agent, args, counts, smb=None):
             out["both_from_send"] = summary([max(a, b) for a, b in zip(lat, lat_smb)])
         return out
 
-    res["vswitchd_stopped_for_events"] = bool(args.stop_vswitchd)
-    stopped = contextlib.ExitStack()
-    stopped.enter_context(vswitchd_stopped(args.lab_dir, args.stop_vswitchd))
-    lab_window = LabCpuWindow(res, args.lab_dir, w)
-    cpu0 = agent.cpu_seconds()
-    t_cpu0 = time.time()
-    rec0 = metric_reconciles(lab.env)
-    res["bind"] = one_by_one(events, True)
-    cpu1 = agent.cpu_seconds()
-    res["bind"]["lab_cpu_ms_per_event"] = lab_window.per_event(len(events))
-    res["bind"]["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
-    res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
-    res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)
-    res["bind"]["agent_user_cpu_ms_per_event"] = round((cpu1[2] - cpu0[2]) * 1000 / len(events), 2)
-    res["bind"]["wall_s"] = round(time.time() - t_cpu0, 1)
-    log(f"bind: {res['bind']['from_send']}")
-    res["unbind"] = one_by_one(events, False)
-    log(f"unbind: {res['unbind']['from_send']}")
-    stopped.close()
+    bind_and_unbind(res, args, lab, w, agent, events, one_by_one)
 
     def burst_run(ports, bound, single_txn):
         wait_idle(agent, w, quiet=0.5)
@@ -1090,17 +1069,7 @@ def main():
     ap.add_argument("--agent", help="the ovn-bgp-agent binary (release build)")
     ap.add_argument("--sizes", default="1000,10000,100000",
                     help="N: Logical_Switch_Port rows in the NB, comma separated, increasing")
-    ap.add_argument("--cold-start-ports", type=int, default=100, help="K")
-    ap.add_argument("--events", type=int, default=200)
-    ap.add_argument("--cold-starts", type=int, default=3, help="cold starts per N")
-    ap.add_argument("--burst", type=int, default=50)
-    ap.add_argument("--lab-quiet-timeout", type=float, default=600.0,
-                    help="after a cold start, wait (at most this long) until the lab's daemons "
-                         "are quiet before measuring events; 0: measure at once")
-    ap.add_argument("--stop-vswitchd", action="store_true",
-                    help="stop the lab's ovs-vswitchd (SIGSTOP) for the single bind/unbind "
-                         "events, as the SB bench's option (not with --ovn, whose FDB entries "
-                         "ovs-vswitchd takes)")
+    add_event_args(ap)
     ap.add_argument("--settle", type=float, default=5.0,
                     help="seconds to wait after loading the bulk")
     ap.add_argument("--gap", type=float, default=0.05,

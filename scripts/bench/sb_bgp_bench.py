@@ -894,6 +894,46 @@ def vswitchd_stopped(lab_dir, enabled):
         log("ovs-vswitchd continued")
 
 
+def bind_and_unbind(res, args, lab, w, agent, events, one_by_one):
+    """The single-event phases of the SB and NB benches: `events` bound one by one, then unbound
+    (`one_by_one(events, bound)` measures each), into `res["bind"]` / `res["unbind"]`, with the
+    agent's and the lab's CPU per bind event; ovs-vswitchd stopped meanwhile with
+    `--stop-vswitchd`."""
+    res["vswitchd_stopped_for_events"] = bool(args.stop_vswitchd)
+    with vswitchd_stopped(args.lab_dir, args.stop_vswitchd):
+        lab_window = LabCpuWindow(res, args.lab_dir, w)
+        cpu0 = agent.cpu_seconds()
+        t_cpu0 = time.time()
+        rec0 = metric_reconciles(lab.env)
+        bind = res["bind"] = one_by_one(events, True)
+        cpu1 = agent.cpu_seconds()
+        n = len(events)
+        bind["lab_cpu_ms_per_event"] = lab_window.per_event(n)
+        bind["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
+        bind["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / n, 2)
+        bind["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / n, 2)
+        bind["agent_user_cpu_ms_per_event"] = round((cpu1[2] - cpu0[2]) * 1000 / n, 2)
+        bind["wall_s"] = round(time.time() - t_cpu0, 1)
+        log(f"bind: {bind['from_send']}")
+        res["unbind"] = one_by_one(events, False)
+        log(f"unbind: {res['unbind']['from_send']}")
+
+
+def add_event_args(ap):
+    """The SB and NB benches' options for the cold starts and the single events."""
+    ap.add_argument("--cold-start-ports", type=int, default=100, help="K")
+    ap.add_argument("--events", type=int, default=200)
+    ap.add_argument("--cold-starts", type=int, default=3, help="cold starts per N")
+    ap.add_argument("--burst", type=int, default=50)
+    ap.add_argument("--lab-quiet-timeout", type=float, default=600.0,
+                    help="after a cold start, wait (at most this long) until the lab's daemons "
+                         "are quiet before measuring events; 0: measure at once")
+    ap.add_argument("--stop-vswitchd", action="store_true",
+                    help="stop the lab's ovs-vswitchd (SIGSTOP) for the single bind/unbind "
+                         "events: the agent's figures beside an OVS that does no work on its "
+                         "addresses (OVS 3.5, bgp-nic in a VRF), which this lab cannot have")
+
+
 def record_lab_quiet(res, args, w):
     """After a cold start: `wait_lab_quiet` (unless --lab-quiet-timeout is 0), recorded in
     `res` and logged."""
@@ -1069,7 +1109,6 @@ def measure(lab, w, agent, args, n_total):
     settle(w)
     wait_idle(agent, w, quiet=1.0)
     res["quiet_between_events"] = bool(args.quiet_between)
-    res["vswitchd_stopped_for_events"] = bool(args.stop_vswitchd)
     record_lab_quiet(res, args, w)
     res["rss_after_start"] = agent.memory()
 
@@ -1100,24 +1139,7 @@ def measure(lab, w, agent, args, n_total):
             "address_to_reconcile_logged": summary(tail) if tail else None,
         }
 
-    stopped = contextlib.ExitStack()
-    stopped.enter_context(vswitchd_stopped(args.lab_dir, args.stop_vswitchd))
-    lab_window = LabCpuWindow(res, args.lab_dir, w)
-    cpu0 = agent.cpu_seconds()
-    t_cpu0 = time.time()
-    rec0 = metric_reconciles(lab.env)
-    res["bind"] = one_by_one(events, True)
-    cpu1 = agent.cpu_seconds()
-    res["bind"]["lab_cpu_ms_per_event"] = lab_window.per_event(len(events))
-    res["bind"]["reconciles_by_trigger"] = reconcile_delta(rec0, metric_reconciles(lab.env))
-    res["bind"]["agent_cpu_ms_per_event"] = round((cpu1[0] - cpu0[0]) * 1000 / len(events), 2)
-    res["bind"]["children_cpu_ms_per_event"] = round((cpu1[1] - cpu0[1]) * 1000 / len(events), 2)
-    res["bind"]["agent_user_cpu_ms_per_event"] = round((cpu1[2] - cpu0[2]) * 1000 / len(events), 2)
-    res["bind"]["wall_s"] = round(time.time() - t_cpu0, 1)
-    log(f"bind: {res['bind']['from_send']}")
-    res["unbind"] = one_by_one(events, False)
-    log(f"unbind: {res['unbind']['from_send']}")
-    stopped.close()
+    bind_and_unbind(res, args, lab, w, agent, events, one_by_one)
 
     # ---- a FIP added to router 0 and taken out again -----------------------------------------
     if lab.fip_router and args.fip_events > 0:
@@ -1334,20 +1356,10 @@ def main():
     ap.add_argument("--agent", help="the ovn-bgp-agent binary (release build)")
     ap.add_argument("--sizes", default="1000,10000,100000",
                     help="N: Port_Binding rows in the SB, comma separated, increasing")
-    ap.add_argument("--cold-start-ports", type=int, default=100, help="K")
-    ap.add_argument("--events", type=int, default=200)
-    ap.add_argument("--cold-starts", type=int, default=3, help="cold starts per N")
-    ap.add_argument("--burst", type=int, default=50)
+    add_event_args(ap)
     ap.add_argument("--quiet-between", action="store_true",
                     help="before each single bind/unbind event, wait until the lab's daemons "
                          "are quiet (the events' latency on an otherwise idle machine)")
-    ap.add_argument("--stop-vswitchd", action="store_true",
-                    help="stop the lab's ovs-vswitchd (SIGSTOP) for the single bind/unbind "
-                         "events: the agent's figures beside an OVS that does no work on its "
-                         "addresses (OVS 3.5, bgp-nic in a VRF), which this lab cannot have")
-    ap.add_argument("--lab-quiet-timeout", type=float, default=600.0,
-                    help="after a cold start, wait (at most this long) until the lab's daemons "
-                         "are quiet before measuring events; 0: measure at once")
     ap.add_argument("--settle", type=float, default=5.0,
                     help="seconds to wait after loading bulk ports")
     ap.add_argument("--gap", type=float, default=0.05,
